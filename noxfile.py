@@ -1,0 +1,83 @@
+"""Every check the project has, as nox sessions.
+
+Sessions run inside the workspace environment that ``tools/bootstrap.sh`` syncs from ``uv.lock``
+(``.venv``), so nox creates no environments of its own and a run costs only the checks themselves.
+
+    ./dev test              # all sessions (what CI runs)
+    .venv/bin/nox -s lint   # one session
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+nox.options.default_venv_backend = "none"
+nox.options.error_on_missing_interpreters = True
+nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "e2e"]
+
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+
+def _packages() -> list[str]:
+    """Workspace packages that have tests, discovered so a new backend needs no edit here."""
+    found = [ROOT / "packages" / "core"]
+    for group in ("backends", "autoscaling"):
+        found += sorted(p.parent for p in (ROOT / "packages" / group).glob("*/pyproject.toml"))
+    return [str(p.relative_to(ROOT)) for p in found if (p / "tests").is_dir()]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format) and the import-layer contracts."""
+    session.run(PY, "-m", "ruff", "check", ".")
+    session.run(PY, "-m", "ruff", "format", "--check", ".")
+    session.run(str(ROOT / ".venv" / "bin" / "lint-imports"))
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """Strict mypy over every package's sources."""
+    srcs = [str(p) for p in sorted(ROOT.glob("packages/**/src")) if "_template" not in str(p)]
+    session.run(PY, "-m", "mypy", *srcs)
+
+
+@nox.session
+@nox.parametrize("package", _packages())
+def tests(session: nox.Session, package: str) -> None:
+    """Unit, snapshot and conformance tests of one workspace package (no cluster, no network)."""
+    session.run(PY, "-m", "pytest", package, *session.posargs)
+
+
+@nox.session
+def crds(session: nox.Session) -> None:
+    """Regenerate CRDs and API reference docs from the models; fail when the committed copies drift."""
+    session.run(PY, "-m", "llmaz.crdgen", "--check")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site with --strict (broken links and missing pages fail)."""
+    session.run(PY, "-m", "mkdocs", "build", "--strict", "--site-dir", str(ROOT / ".nox" / "site"))
+
+
+@nox.session
+def chart(session: nox.Session) -> None:
+    """helm lint + helm-unittest on charts/llmaz with helm built from Go modules."""
+    if not (ROOT / "charts" / "llmaz" / "Chart.yaml").exists():
+        session.error("charts/llmaz/Chart.yaml is missing")
+    bin_dir = session.run(str(ROOT / "tools" / "go-tools.sh"), silent=True, external=True)
+    assert isinstance(bin_dir, str)
+    bin_dir = bin_dir.strip().splitlines()[-1]
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    session.run(f"{bin_dir}/helm", "lint", "charts/llmaz", env=env, external=True)
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """Tests against a real control plane (etcd, kube-apiserver, KCM, scheduler, KWOK, LWS)."""
+    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    session.run(PY, "-m", "pytest", "e2e", *session.posargs)

@@ -1,0 +1,9 @@
+"""llmaz: serve large language models on Kubernetes.
+
+Public surface: :mod:`llmaz.api` (typed models of the four kinds), :mod:`llmaz.plugins` (plugin SDK),
+:mod:`llmaz.render` (pure renderer) and the ``llmaz`` command line.
+"""
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__"]

@@ -1,0 +1,3 @@
+from llmaz.cli import main
+
+main()

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Build (on a cache miss) and print the bin directory of every pinned Go tool the tests and the demo
+# use: helm, helm-unittest, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd,
+# kwok, kwokctl and the LeaderWorkerSet controller. Outputs live under a directory keyed by the
+# versions below and the Go version, so changing a pin builds a new set and a warm call is instant.
+#
+#   tools/go-tools.sh            -> prints the bin dir on stdout (build logs and timings on stderr)
+#   tools/go-tools.sh --root     -> prints the keyed output dir (bin/, manifests/, helm-plugins/)
+#
+# Env: GO_TOOLS_CACHE (default ~/.cache/llmaz/go-tools), GO_TOOLS_KEEP_CACHE=1 keeps GOCACHE.
+set -euo pipefail
+HELM_V=v4.2.4
+UNTT_V=v1.1.0
+KWOK_V=v0.8.0
+LWS_V=v0.10.0
+K8S_V=v1.36.3
+RECIPE=3  # bump when the build steps below change
+
+command -v go >/dev/null || { echo "[go-tools] go toolchain missing: install Go >= 1.26" >&2; exit 3; }
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
+KEY=$(printf '%s\n' "$RECIPE" "$(go env GOVERSION)" $HELM_V $UNTT_V $KWOK_V $LWS_V $K8S_V | sha256sum | cut -c1-16)
+ROOT=${GO_TOOLS_CACHE:-$HOME/.cache/llmaz/go-tools}
+OUT=$ROOT/$KEY
+BIN=$OUT/bin
+emit() { if [[ ${1:-} == --root ]]; then echo "$OUT"; else echo "$BIN"; fi; }
+if [[ -f $OUT/.complete ]]; then emit "${1:-}"; exit 0; fi
+
+# One build at a time per key: parallel callers (CI prefetch + test session) wait for each other.
+mkdir -p "$ROOT"
+exec 9>"$ROOT/.lock-$KEY"
+flock 9
+if [[ -f $OUT/.complete ]]; then emit "${1:-}"; exit 0; fi
+
+export GOMODCACHE=$ROOT/gomod GOCACHE=$ROOT/gocache   # shared across keys
+mkdir -p "$BIN" "$OUT/manifests" "$OUT/helm-plugins/unittest"
+avail=$(df -Pk "$ROOT" | awk 'NR==2{print int($4/1048576)}')
+(( avail >= 10 )) || { echo "[go-tools] need >= 10 GiB free under $ROOT (have ${avail} GiB)" >&2; exit 1; }
+TOTAL=$SECONDS
+t() { local name=$1; shift; local s=$SECONDS; "$@"; echo "[go-tools] built $name in $((SECONDS-s))s" >&2; }
+moddir() { go mod download -json "$1" | jq -r ".$2"; }
+
+# helm v4: plain go install (no replace directives in its go.mod)
+t helm env GOBIN="$BIN" go install \
+  -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_V -X helm.sh/helm/v4/internal/version.gitTreeState=clean" \
+  "helm.sh/helm/v4/cmd/helm@$HELM_V"
+
+# helm-unittest: its go.mod carries a replace, so build inside the downloaded module
+d=$(moddir "github.com/helm-unittest/helm-unittest@$UNTT_V" Dir)
+t helm-unittest bash -c "cd '$d' && go build -ldflags '-s -w -X github.com/helm-unittest/helm-unittest/internal/build.version=${UNTT_V#v}' -o '$BIN/untt' ./cmd/helm-unittest"
+cat >"$OUT/helm-plugins/unittest/plugin.yaml" <<YAML
+name: "unittest"
+version: "${UNTT_V#v}"
+usage: "unittest for helm charts"
+description: "helm-unittest built from its Go module by tools/go-tools.sh"
+ignoreFlags: false
+platformCommand:
+  - command: "\$HELM_PLUGIN_DIR/untt"
+YAML
+ln -sf "$BIN/untt" "$OUT/helm-plugins/unittest/untt"
+
+# kwok + kwokctl
+t kwok env GOBIN="$BIN" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_V" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_V"
+d=$(moddir "sigs.k8s.io/kwok@$KWOK_V" Dir)
+mkdir -p "$OUT/manifests/kwok-stages"
+cp "$d"/kustomize/stage/node/fast/*.yaml "$d"/kustomize/stage/pod/fast/*.yaml "$OUT/manifests/kwok-stages/" 2>/dev/null || true
+cp "$d"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$OUT/manifests/kwok-stages/" 2>/dev/null || true
+rm -f "$OUT/manifests/kwok-stages/kustomization.yaml"
+chmod -R u+w "$OUT/manifests"
+
+# LeaderWorkerSet controller + its CRDs and webhook manifests (data stays in the cache, not in git)
+tmp=$(mktemp -d)
+t lws env GOBIN="$tmp" go install -ldflags "-s -w" "sigs.k8s.io/lws/cmd@$LWS_V"
+mv "$tmp/cmd" "$BIN/lws-controller"; rmdir "$tmp"
+d=$(moddir "sigs.k8s.io/lws@$LWS_V" Dir)
+mkdir -p "$OUT/manifests/lws"
+install -m644 "$d"/config/crd/bases/*.yaml "$OUT/manifests/lws/"
+install -m644 "$d/config/webhook/manifests.yaml" "$OUT/manifests/lws-webhooks.yaml"
+
+# Kubernetes + etcd through a generated wrapper module (k8s.io/kubernetes pins staging modules at v0.0.0)
+W=$OUT/src/k8s; mkdir -p "$W"; cd "$W"
+kmod=$(moddir "k8s.io/kubernetes@$K8S_V" GoMod)
+kdir=$(moddir "k8s.io/kubernetes@$K8S_V" Dir)
+STG=v0.${K8S_V#v1.}
+{
+  echo "module local.invalid/k8sbins"; echo; echo "go 1.26"; echo
+  echo "require k8s.io/kubernetes $K8S_V"; echo
+  grep -E '^godebug ' "$kmod" || true
+  echo "replace ("
+  sed -n "s#^[[:space:]]*\(k8s\.io/[^ ]*\) => \./staging/src/.*#\t\1 => \1 $STG#p" "$kmod"
+  echo ")"
+  echo "tool ("
+  printf '\t%s\n' k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl go.etcd.io/etcd/server/v3
+  echo ")"
+} >go.mod
+if grep -vE '=> \./staging' "$kmod" | grep -qE '=>'; then echo "[go-tools] WARN: k8s go.mod has non-staging replaces" >&2; fi
+t k8s-modules go mod tidy
+# The Kubernetes OpenAPI of the pinned version: crdgen reads embedded-type schemas from it.
+install -m644 "$kdir/api/openapi-spec/swagger.json" "$OUT/manifests/k8s-swagger.json"
+MINOR=$(cut -d. -f2 <<<"${K8S_V#v}")
+KLD="-s -w"
+for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  KLD+=" -X $p.gitVersion=$K8S_V -X $p.gitMajor=1 -X $p.gitMinor=$MINOR -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
+done
+t kube-apiserver go build -ldflags "$KLD" -o "$BIN/" k8s.io/kubernetes/cmd/kube-apiserver
+t kube-controller-manager+scheduler+kubectl go build -ldflags "$KLD" -o "$BIN/" \
+  k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+t etcd go build -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
+
+# verify every binary runs
+"$BIN/kube-apiserver" --version >&2
+"$BIN/kubectl" version --client >&2
+"$BIN/etcd" --version >&2
+"$BIN/helm" version --short >&2
+"$BIN/untt" --help >/dev/null
+"$BIN/kwok" --version >&2
+"$BIN/lws-controller" --help >/dev/null 2>&1 || true
+[[ ${GO_TOOLS_KEEP_CACHE:-0} == 1 ]] || go clean -cache
+echo "[go-tools] all tools ready in $((SECONDS-TOTAL))s under $OUT" >&2
+touch "$OUT/.complete"
+emit "${1:-}"
