@@ -9,7 +9,6 @@ Sessions run inside the workspace environment that ``tools/bootstrap.sh`` syncs 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import nox
@@ -66,14 +65,20 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def chart(session: nox.Session) -> None:
-    """helm lint + helm-unittest on charts/llmaz with helm built from Go modules."""
-    if not (ROOT / "charts" / "llmaz" / "Chart.yaml").exists():
-        session.error("charts/llmaz/Chart.yaml is missing")
-    bin_dir = session.run(str(ROOT / "tools" / "go-tools.sh"), silent=True, external=True)
-    assert isinstance(bin_dir, str)
-    bin_dir = bin_dir.strip().splitlines()[-1]
-    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    session.run(f"{bin_dir}/helm", "lint", "charts/llmaz", env=env, external=True)
+    """helm lint + helm-unittest on charts/llmaz, with helm and the plugin built from Go modules."""
+    root = session.run(str(ROOT / "tools" / "go-tools.sh"), "--root", silent=True, external=True)
+    assert isinstance(root, str)
+    tools = Path(root.strip().splitlines()[-1])
+    helm = str(tools / "bin" / "helm")
+    home = Path(session.create_tmp())
+    env = {
+        "HELM_PLUGINS": str(tools / "helm-plugins"),
+        "HELM_CACHE_HOME": str(home / "cache"),
+        "HELM_CONFIG_HOME": str(home / "config"),
+        "HELM_DATA_HOME": str(home / "data"),
+    }
+    session.run(helm, "lint", "--strict", "charts/llmaz", env=env, external=True)
+    session.run(helm, "unittest", "--strict", "charts/llmaz", env=env, external=True)
 
 
 @nox.session
