@@ -1,0 +1,125 @@
+"""Typed render errors: every failure names the field at fault and says why in plain words."""
+
+from __future__ import annotations
+
+
+class RenderError(Exception):
+    """Base of every error raised by :mod:`llmaz.render`.
+
+    :param field: path of the offending field in the owner object, e.g. ``spec.modelClaim.modelName``.
+    :param reason: what is wrong, in a sentence a user can act on.
+    ``kind`` and ``name`` identify the owner object (a Playground or Service); :func:`render_manifests`
+    fills them in when they are not known where the error is raised.
+    """
+
+    condition_reason = "RenderError"
+    """CamelCase reason for a status condition."""
+
+    def __init__(self, field: str, reason: str, *, kind: str | None = None, name: str | None = None) -> None:
+        super().__init__(field, reason)
+        self.field = field
+        self.reason = reason
+        self.kind = kind
+        self.name = name
+
+    def where(self) -> str:
+        """``<kind>/<name>: <field>`` (the parts that are known)."""
+        owner = f"{self.kind}/{self.name}: " if self.kind and self.name else ""
+        return f"{owner}{self.field}" if self.field else owner.rstrip(": ")
+
+    def __str__(self) -> str:
+        where = self.where()
+        return f"{where}: {self.reason}" if where else self.reason
+
+
+class InvalidManifest(RenderError):
+    """A document is not a valid object of its kind (schema validation failed)."""
+
+    condition_reason = "InvalidSpec"
+
+    def __init__(
+        self,
+        field: str,
+        reason: str,
+        *,
+        kind: str | None = None,
+        name: str | None = None,
+        problems: list[tuple[str, str]] | None = None,
+    ) -> None:
+        super().__init__(field, reason, kind=kind, name=name)
+        self.problems: list[tuple[str, str]] = problems or [(field, reason)]
+        """Every (field, reason) pair found, the first one being ``(field, reason)``."""
+
+
+class ModelNotFound(RenderError):
+    """A claimed OpenModel does not exist."""
+
+    condition_reason = "ModelNotFound"
+
+
+class BackendRuntimeNotFound(RenderError):
+    """The BackendRuntime named by ``backendRuntimeConfig.backendName`` does not exist."""
+
+    condition_reason = "BackendRuntimeNotFound"
+
+
+class ConfigNotFound(RenderError):
+    """The recommended config (explicit or inferred) is not in the BackendRuntime."""
+
+    condition_reason = "ConfigNotFound"
+
+
+class UnknownTemplateVariable(RenderError):
+    """An argument uses a ``{{ .Var }}`` that is unknown or has no value."""
+
+    condition_reason = "UnknownTemplateVariable"
+
+    def __init__(self, field: str, reason: str, *, variable: str, config: str) -> None:
+        super().__init__(field, reason)
+        self.variable = variable
+        self.config = config
+
+
+class FlavorNotFound(RenderError):
+    """A claimed or selected flavor is not one of the main model's flavors."""
+
+    condition_reason = "FlavorNotFound"
+
+
+class MultiHostUnsupported(RenderError):
+    """The selected flavor needs several nodes but the backend has no multi-host recipe."""
+
+    condition_reason = "MultiHostUnsupported"
+
+
+class InvalidModelClaims(RenderError):
+    """The claimed models do not have exactly one main model (and at most one draft)."""
+
+    condition_reason = "InvalidModelClaims"
+
+
+class InvalidModelSource(RenderError):
+    """An OpenModel source cannot be used (unknown URI protocol, malformed address)."""
+
+    condition_reason = "InvalidModelSource"
+
+
+class InvalidWorkloadTemplate(RenderError):
+    """An inference Service pod template lacks what llmaz needs (the ``model-runner`` container)."""
+
+    condition_reason = "InvalidWorkloadTemplate"
+
+
+__all__ = [
+    "BackendRuntimeNotFound",
+    "ConfigNotFound",
+    "FlavorNotFound",
+    "InvalidManifest",
+    "InvalidModelClaims",
+    "InvalidModelSource",
+    "InvalidWorkloadTemplate",
+    "ModelNotFound",
+    "MultiHostUnsupported",
+    "RenderError",
+    "UnknownTemplateVariable",
+]

@@ -1,0 +1,110 @@
+"""Render a whole manifest stream, as ``llmaz render`` and the demo do."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
+from llmaz.plugins.autoscaler import Autoscaler
+from llmaz.plugins.backend import Backend
+from llmaz.render.errors import InvalidManifest, RenderError
+from llmaz.render.playground import render_playground
+from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
+
+
+class PluginSource(Protocol):
+    """What :func:`render_manifests` needs from a ``PluginManager``."""
+
+    def get_backend(self, name: str) -> Backend | None: ...
+
+    @property
+    def autoscalers(self) -> Mapping[str, Autoscaler]: ...
+
+
+def field_path(loc: Iterable[int | str]) -> str:
+    """``("spec", "models", 0, "name")`` -> ``spec.models[0].name``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def parse_document(doc: Mapping[str, Any]) -> Resource:
+    """Parse one llmaz manifest; :class:`InvalidManifest` lists every schema problem with its path."""
+    kind = str(doc.get("kind", ""))
+    meta = doc.get("metadata")
+    name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+    try:
+        return parse_manifest(dict(doc))
+    except ValidationError as exc:
+        problems = [(field_path(e["loc"]), e["msg"]) for e in exc.errors()]
+        first_field, first_reason = problems[0]
+        raise InvalidManifest(
+            first_field, first_reason, kind=kind or None, name=name or None, problems=problems
+        ) from None
+    except ValueError as exc:
+        raise InvalidManifest("apiVersion", str(exc), kind=kind or None, name=name or None) from None
+
+
+def _with_owner(err: RenderError, obj: Resource) -> RenderError:
+    if err.kind is None:
+        err.kind = obj.kind
+    if err.name is None:
+        err.name = obj.name
+    return err
+
+
+def render_manifests(
+    documents: Iterable[Mapping[str, Any] | None],
+    *,
+    plugins: PluginSource | None = None,
+    model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
+) -> list[dict[str, Any]]:
+    """Every object the operator would create for ``documents``.
+
+    For each Playground (in document order): its inference Service, the LeaderWorkerSet and the
+    ``<name>-lb`` Service that Service leads to, and its autoscaler objects. For each inference
+    Service in the input: its LeaderWorkerSet and ``<name>-lb`` Service. OpenModels and
+    BackendRuntimes are resolved from ``documents`` first, then BackendRuntimes from installed backend
+    plugins. Documents of other kinds are ignored.
+
+    :raises RenderError: the first problem, with ``kind`` and ``name`` of the object at fault.
+    """
+    parsed: list[Resource] = []
+    for doc in documents:
+        if not doc or kind_for(str(doc.get("apiVersion", "")), str(doc.get("kind", ""))) is None:
+            continue
+        parsed.append(parse_document(doc))
+    models = {o.name: o for o in parsed if isinstance(o, OpenModel)}
+    runtimes = {o.name: o for o in parsed if isinstance(o, BackendRuntime)}
+    autoscalers = list(plugins.autoscalers.values()) if plugins is not None else []
+
+    out: list[dict[str, Any]] = []
+    for obj in parsed:
+        try:
+            if isinstance(obj, Playground):
+                brc = obj.spec.backend_runtime_config
+                backend_name = brc.backend_name if brc is not None else "vllm"
+                backend = plugins.get_backend(backend_name) if plugins is not None else None
+                runtime = runtimes.get(backend_name)
+                if runtime is None and backend is not None:
+                    runtime = backend.backend_runtime()
+                rendered = render_playground(obj, models, runtime, backend=backend, autoscalers=autoscalers)
+                service_doc, *rest = rendered.objects
+                service = Service.from_manifest(service_doc)
+                children = render_service(
+                    service, models, backend=backend, model_loader_image=model_loader_image
+                )
+                out += [service_doc, *children.objects, *rest]
+            elif isinstance(obj, Service):
+                children = render_service(obj, models, model_loader_image=model_loader_image)
+                out += list(children.objects)
+        except RenderError as err:
+            raise _with_owner(err, obj) from None
+    return out

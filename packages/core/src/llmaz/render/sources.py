@@ -1,0 +1,235 @@
+"""Model sources: where the runner finds each model, and what loads it there.
+
+Supported sources (``OpenModel.spec.source``):
+
+=============  ===================================  =======  =========================================
+source         spec                                 loader   the runner sees (``{{ .ModelPath }}``)
+=============  ===================================  =======  =========================================
+Hugging Face   ``modelHub`` (name Huggingface)      yes      ``/workspace/models/models--<org>--<repo>``
+                                                             or ``/workspace/models/<filename>``
+ModelScope     ``modelHub`` (name ModelScope)       yes      same layout
+OSS            ``oss://<bucket>.<endpoint>/<path>``  yes      ``/workspace/models/<file>.gguf`` or
+                                                             ``/workspace/models/models--<last segment>``
+S3             ``s3://<bucket>/<path>``             yes      same layout
+GCS            ``gcs://<bucket>/<path>``            yes      same layout
+host path      ``host://<absolute path>``           no       the path (hostPath, read-only)
+PVC            ``pvc://<claim>[/<path>]``           no       ``/workspace/models/<volume>/<path>`` (read-only)
+ollama         ``ollama://<tag>``                   no       the tag (ollama pulls it itself)
+=============  ===================================  =======  =========================================
+
+With ``llmaz.io/skip-model-loader: "true"`` hub models pass their model id and object-store models
+their URI to the engine, which loads them itself with the credentials injected into the runner.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llmaz.api import OpenModel
+from llmaz.render.errors import InvalidModelSource
+
+MODEL_DIR = "/workspace/models"
+"""Where loaders write and the runner reads downloaded weights."""
+
+HUB_SECRET = "modelhub-secret"
+AWS_SECRET = "aws-access-secret"
+OSS_SECRET = "oss-access-secret"
+
+Protocol = Literal["huggingface", "modelscope", "oss", "s3", "gcs", "host", "pvc", "ollama"]
+_URI_PROTOCOLS: dict[str, Protocol] = {
+    "OSS": "oss",
+    "S3": "s3",
+    "GCS": "gcs",
+    "HOST": "host",
+    "PVC": "pvc",
+    "OLLAMA": "ollama",
+}
+_SINGLE_FILE_SUFFIXES = (".gguf",)
+"""An object-store path whose last segment ends with one of these is one file, else a folder.
+
+The same rule is handed to the loader through ``MODEL_LOCAL_PATH``, so the loader and the runner
+can never disagree (llmaz's Go code checked ``.gguf`` while its loader checked for any dot)."""
+
+
+def env_value(name: str, value: str) -> dict[str, Any]:
+    return {"name": name, "value": value}
+
+
+def env_secret(name: str, secret: str, key: str) -> dict[str, Any]:
+    """An env var read from a Secret key; the only way credentials are ever passed."""
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key, "optional": True}}}
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """One claimed model, resolved: what it is, where it goes and how it is loaded."""
+
+    index: int
+    """Position in the claimed models, main model first (0)."""
+    model: OpenModel
+    protocol: Protocol
+    uri: str | None
+    bucket: str | None = None
+    endpoint: str | None = None
+    path: str | None = None
+    """Object path (object stores), absolute path (host), sub path (pvc) or tag (ollama)."""
+    claim: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.model.name
+
+    @property
+    def volume_name(self) -> str:
+        return "model-volume" if self.index == 0 else f"model-volume-{self.index}"
+
+    @property
+    def loader_name(self) -> str:
+        return "model-loader" if self.index == 0 else f"model-loader-{self.index}"
+
+    @property
+    def is_hub(self) -> bool:
+        return self.protocol in ("huggingface", "modelscope")
+
+    @property
+    def is_object_store(self) -> bool:
+        return self.protocol in ("oss", "s3", "gcs")
+
+    def needs_loader(self, skip_loader: bool) -> bool:
+        return not skip_loader and (self.is_hub or self.is_object_store)
+
+    def local_path(self) -> str:
+        """Path of the weights once a loader has fetched them."""
+        if self.is_hub:
+            hub = self.model.spec.source.model_hub
+            assert hub is not None
+            if hub.filename:
+                return f"{MODEL_DIR}/{hub.filename}"
+            return f"{MODEL_DIR}/models--{hub.model_id.replace('/', '--')}"
+        last = (self.path or "").rstrip("/").rsplit("/", 1)[-1]
+        if last.lower().endswith(_SINGLE_FILE_SUFFIXES):
+            return f"{MODEL_DIR}/{last}"
+        return f"{MODEL_DIR}/models--{last}"
+
+    def model_path(self, skip_loader: bool) -> str:
+        """``{{ .ModelPath }}``: where (or what) the engine loads."""
+        if self.protocol == "host":
+            return self.path or ""
+        if self.protocol == "pvc":
+            base = f"{MODEL_DIR}/{self.volume_name}"
+            return f"{base}/{self.path}" if self.path else base
+        if self.protocol == "ollama":
+            return self.path or ""
+        if skip_loader:
+            if self.is_hub:
+                hub = self.model.spec.source.model_hub
+                assert hub is not None
+                return hub.model_id
+            return self.uri or ""
+        return self.local_path()
+
+    def model_name(self) -> str:
+        """``{{ .ModelName }}``: the OpenModel name, or the tag for ollama."""
+        if self.protocol == "ollama":
+            return self.path or ""
+        return self.name
+
+    # --- credentials and loader inputs -------------------------------------------------------
+
+    def credential_envs(self) -> list[dict[str, Any]]:
+        """Secret references the loader (or, without a loader, the engine) needs."""
+        if self.is_hub:
+            return [
+                env_secret("HUGGING_FACE_HUB_TOKEN", HUB_SECRET, "HF_TOKEN"),
+                env_secret("HF_TOKEN", HUB_SECRET, "HF_TOKEN"),
+            ]
+        if self.protocol in ("s3", "gcs"):
+            # GCS is read through its S3-compatible API with HMAC keys.
+            return [
+                env_secret("AWS_ACCESS_KEY_ID", AWS_SECRET, "AWS_ACCESS_KEY_ID"),
+                env_secret("AWS_SECRET_ACCESS_KEY", AWS_SECRET, "AWS_SECRET_ACCESS_KEY"),
+            ]
+        if self.protocol == "oss":
+            return [
+                env_secret("OSS_ACCESS_KEY_ID", OSS_SECRET, "OSS_ACCESS_KEY_ID"),
+                env_secret("OSS_ACCESS_KEY_SECRET", OSS_SECRET, "OSS_ACCESS_KEY_SECRET"),
+            ]
+        return []
+
+    def loader_inputs(self) -> list[dict[str, Any]]:
+        """The loader's environment (without credentials)."""
+        envs: list[dict[str, Any]] = []
+        if self.is_hub:
+            hub = self.model.spec.source.model_hub
+            assert hub is not None
+            envs += [
+                env_value("MODEL_SOURCE_TYPE", "modelhub"),
+                env_value("MODEL_ID", hub.model_id),
+                env_value("MODEL_HUB_NAME", str(hub.name)),
+                env_value("REVISION", hub.revision),
+            ]
+            if hub.filename:
+                envs.append(env_value("MODEL_FILENAME", hub.filename))
+            if hub.allow_patterns:
+                envs.append(env_value("MODEL_ALLOW_PATTERNS", ",".join(hub.allow_patterns)))
+            if hub.ignore_patterns:
+                envs.append(env_value("MODEL_IGNORE_PATTERNS", ",".join(hub.ignore_patterns)))
+        else:
+            envs += [
+                env_value("MODEL_SOURCE_TYPE", "objstore"),
+                env_value("PROVIDER", self.protocol.upper()),
+            ]
+            if self.endpoint:
+                envs.append(env_value("ENDPOINT", self.endpoint))
+            envs += [env_value("BUCKET", self.bucket or ""), env_value("MODEL_PATH", self.path or "")]
+        envs.append(env_value("MODEL_LOCAL_PATH", self.local_path()))
+        return envs
+
+
+def resolve_source(model: OpenModel, index: int, *, field: str) -> ModelSource:
+    """Classify an OpenModel's source; :class:`InvalidModelSource` when it cannot be used."""
+    source = model.spec.source
+    if source.model_hub is not None:
+        protocol: Protocol = "modelscope" if str(source.model_hub.name) == "ModelScope" else "huggingface"
+        return ModelSource(index=index, model=model, protocol=protocol, uri=None)
+    uri = source.uri
+    src_field = f"OpenModel {model.name!r} spec.source"
+    if not uri:
+        raise InvalidModelSource(field, f"{src_field}: neither modelHub nor uri is set")
+    scheme, sep, address = uri.partition("://")
+    proto = _URI_PROTOCOLS.get(scheme.upper())
+    if not sep or proto is None:
+        raise InvalidModelSource(
+            field,
+            f"{src_field}.uri {uri!r}: unknown protocol; use one of "
+            + ", ".join(f"{p}://" for p in _URI_PROTOCOLS.values()),
+        )
+    if proto == "host":
+        if not address.startswith("/"):
+            raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: host:// needs an absolute path")
+        return ModelSource(index=index, model=model, protocol=proto, uri=uri, path=address.rstrip("/") or "/")
+    if proto == "ollama":
+        if not address:
+            raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: ollama:// needs a model tag")
+        return ModelSource(index=index, model=model, protocol=proto, uri=uri, path=address)
+    host, _, path = address.partition("/")
+    path = path.strip("/")
+    if proto == "pvc":
+        if not host:
+            raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: pvc:// needs a claim name")
+        return ModelSource(index=index, model=model, protocol=proto, uri=uri, claim=host, path=path or None)
+    if not host or not path:
+        raise InvalidModelSource(
+            field, f"{src_field}.uri {uri!r}: expected {proto}://<bucket>/<path to the model>"
+        )
+    if proto == "oss":
+        bucket, dot, endpoint = host.partition(".")
+        if not dot or not bucket or not endpoint:
+            raise InvalidModelSource(
+                field, f"{src_field}.uri {uri!r}: expected oss://<bucket>.<endpoint>/<path to the model>"
+            )
+        return ModelSource(
+            index=index, model=model, protocol=proto, uri=uri, bucket=bucket, endpoint=endpoint, path=path
+        )
+    return ModelSource(index=index, model=model, protocol=proto, uri=uri, bucket=host, path=path)
