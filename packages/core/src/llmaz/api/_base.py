@@ -2,12 +2,55 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, GetJsonSchemaHandler, StringConstraints
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
+
+RULE_ID_KEY = "x-llmaz-rule-id"
+"""Private JSON-schema key naming a CEL rule; ``llmaz.crdgen`` strips it from the written CRDs."""
+
+CelReason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"]
+
+
+@dataclass(frozen=True)
+class CelRule:
+    """One ``x-kubernetes-validations`` entry of the node of the model that declares it.
+
+    ``self`` in ``rule`` is the JSON value of that model (camelCase keys). The API server evaluates
+    the rule at admission; ``message`` is what users see when it is false.
+    """
+
+    id: str
+    rule: str
+    message: str
+    field_path: str | None = None
+    reason: CelReason | None = None
+    doc: str = ""
+    """Longer explanation for the API reference (why the rule exists, llmaz differences)."""
+
+    def to_schema(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rule": self.rule, "message": self.message}
+        if self.field_path:
+            out["fieldPath"] = self.field_path
+        if self.reason:
+            out["reason"] = self.reason
+        out[RULE_ID_KEY] = self.id
+        return out
+
+
+# Bounded strings: every string and list of the API has a bound, so CEL rules stay within the
+# API server's cost budget and a typo cannot store megabytes.
+Name = Annotated[str, StringConstraints(min_length=1, max_length=63)]
+"""A Kubernetes object name or similar short identifier."""
+ShortString = Annotated[str, StringConstraints(max_length=256)]
+Arg = Annotated[str, StringConstraints(max_length=4096)]
+"""One command-line argument or command word."""
 
 
 class ApiModel(BaseModel):
@@ -24,6 +67,20 @@ class ApiModel(BaseModel):
         use_enum_values=True,
         validate_default=True,
     )
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = ()
+    """CEL validation rules of this type's node in the CRD (see :class:`CelRule`)."""
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        rules: tuple[CelRule, ...] = cls.__dict__.get("cel_rules", ())
+        if rules:
+            target = handler.resolve_ref_schema(schema)
+            target["x-kubernetes-validations"] = [rule.to_schema() for rule in rules]
+        return schema
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with camelCase keys, holding only the fields that were set.
@@ -67,6 +124,27 @@ class Condition(ApiModel):
 
 
 Scope = Literal["Namespaced", "Cluster"]
+
+
+DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+NAME_IS_DNS_LABEL = CelRule(
+    id="metadata-name-dns-label",
+    rule=(
+        "!has(self.metadata.name) || (size(self.metadata.name) <= 63 && "
+        f"self.metadata.name.matches('{DNS_LABEL_PATTERN}'))"
+    ),
+    message=(
+        "metadata.name must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', "
+        "starting and ending with a letter or digit (no dots)"
+    ),
+    reason="FieldValueInvalid",
+    doc=(
+        "The name becomes a label value and the name of generated Services and pods, so it must be a "
+        "DNS-1123 label (llmaz checks this on create only; the rule also holds on update, which cannot "
+        "change a name anyway)."
+    ),
+)
 
 
 class PrinterColumn(BaseModel):

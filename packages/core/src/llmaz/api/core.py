@@ -8,7 +8,17 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from llmaz.api._base import ApiModel, Condition, PrinterColumn, Resource, Scope
+from llmaz.api._base import (
+    NAME_IS_DNS_LABEL,
+    ApiModel,
+    CelRule,
+    Condition,
+    Name,
+    PrinterColumn,
+    Resource,
+    Scope,
+    ShortString,
+)
 from llmaz.api.k8s import ResourceList
 
 GROUP = "llmaz.io"
@@ -38,6 +48,23 @@ class ModelRole(StrEnum):
 class ModelHub(ApiModel):
     """A model registry to download from (Hugging Face or ModelScope)."""
 
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="modelhub-filename-huggingface-only",
+            rule="!has(self.filename) || !has(self.name) || self.name == 'Huggingface'",
+            message="filename is only supported with the Huggingface model hub",
+            field_path=".filename",
+            reason="FieldValueForbidden",
+        ),
+        CelRule(
+            id="modelhub-filename-no-patterns",
+            rule="!has(self.filename) || (!has(self.allowPatterns) && !has(self.ignorePatterns))",
+            message="filename cannot be combined with allowPatterns or ignorePatterns",
+            field_path=".filename",
+            reason="FieldValueForbidden",
+        ),
+    )
+
     name: ModelHubName = Field(
         default=ModelHubName.HUGGINGFACE, description="The model registry: Huggingface or ModelScope."
     )
@@ -58,17 +85,71 @@ class ModelHub(ApiModel):
     revision: str = Field(
         default="main", max_length=256, description="Git revision: a branch, a tag or a commit hash."
     )
-    allow_patterns: list[str] | None = Field(
+    allow_patterns: list[ShortString] | None = Field(
         default=None, max_length=64, description="Only files matching at least one glob are downloaded."
     )
-    ignore_patterns: list[str] | None = Field(
+    ignore_patterns: list[ShortString] | None = Field(
         default=None, max_length=64, description="Files matching any of these globs are not downloaded."
     )
+
+
+_URI_SHAPE = "^[A-Za-z0-9]+://.+$"
 
 
 class ModelSource(ApiModel):
     """Where the weights come from: a model hub, or a URI (``oss://``, ``s3://``, ``gcs://``,
     ``ollama://``, ``host://``). Exactly one of the two must be set."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="source-exactly-one",
+            rule="has(self.modelHub) != has(self.uri)",
+            message="exactly one of modelHub or uri must be set",
+            reason="FieldValueInvalid",
+            doc=(
+                "llmaz rejected neither-set but let modelHub win silently when both were set; "
+                "both is an error here."
+            ),
+        ),
+        CelRule(
+            id="uri-format",
+            rule=f"!has(self.uri) || (self.uri.matches('{_URI_SHAPE}') && !self.uri.matches('://.*://'))",
+            message="uri must look like <protocol>://<address>",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+        ),
+        CelRule(
+            id="uri-protocol",
+            rule=(
+                f"!has(self.uri) || !self.uri.matches('{_URI_SHAPE}') || "
+                "self.uri.lowerAscii().matches('^(oss|s3|gcs|ollama|host)://')"
+            ),
+            message="unsupported uri protocol: use oss, s3, gcs, ollama or host",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+            doc="Protocols are case-insensitive, as in llmaz.",
+        ),
+        CelRule(
+            id="uri-oss-address",
+            rule=(
+                "!has(self.uri) || !self.uri.lowerAscii().startsWith('oss://') || "
+                "self.uri.matches('^[^:]+://[^./]+[.][^/]+/.+$')"
+            ),
+            message="oss uri must be oss://<bucket>.<endpoint>/<path>",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+        ),
+        CelRule(
+            id="uri-bucket-path",
+            rule=(
+                "!has(self.uri) || !self.uri.lowerAscii().matches('^(s3|gcs)://') || "
+                "self.uri.matches('^[^:]+://[^/]+/.+$')"
+            ),
+            message="s3 and gcs uris must be <protocol>://<bucket>/<path>",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+        ),
+    )
 
     model_hub: ModelHub | None = Field(default=None, description="Download from a model hub.")
     uri: str | None = Field(
@@ -84,7 +165,7 @@ class ModelSource(ApiModel):
 class Flavor(ApiModel):
     """One accelerator option for serving a model. Flavors are listed in priority order."""
 
-    name: str = Field(min_length=1, max_length=63, description="Flavor name, referenced by claims.")
+    name: Name = Field(description="Flavor name, referenced by claims.")
     limits: ResourceList | None = Field(
         default=None,
         description=(
@@ -92,11 +173,12 @@ class Flavor(ApiModel):
             "limits of the model-runner container."
         ),
     )
-    node_selector: dict[str, str] | None = Field(
-        default=None, description="Node labels a pod of this flavor must run on."
+    node_selector: dict[str, ShortString] | None = Field(
+        default=None, max_length=32, description="Node labels a pod of this flavor must run on."
     )
-    params: dict[str, str] | None = Field(
+    params: dict[str, ShortString] | None = Field(
         default=None,
+        max_length=32,
         description=(
             "Extra parameters: TP and PP (parallelism, usable as {{ .TP }} / {{ .PP }} in args), "
             "INSTANCE-TYPE (a hint for cluster autoscalers)."
@@ -105,6 +187,19 @@ class Flavor(ApiModel):
 
 
 class InferenceConfig(ApiModel):
+    """How to serve a model."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="flavor-names-unique",
+            rule="!has(self.flavors) || self.flavors.all(f, self.flavors.exists_one(g, g.name == f.name))",
+            message="flavor names must be unique",
+            field_path=".flavors",
+            reason="FieldValueDuplicate",
+            doc="Claims select flavors by name, so a duplicate would be ambiguous (not checked by llmaz).",
+        ),
+    )
+
     flavors: list[Flavor] | None = Field(
         default=None,
         max_length=MAX_FLAVORS,
@@ -113,6 +208,8 @@ class InferenceConfig(ApiModel):
 
 
 class ModelSpec(ApiModel):
+    """What a model is and where its weights come from."""
+
     family_name: str = Field(
         min_length=1, max_length=63, description="Model family, e.g. llama3; copied into a pod label."
     )
@@ -127,11 +224,15 @@ class ModelSpec(ApiModel):
 
 
 class ModelStatus(ApiModel):
+    """Observed state of an OpenModel."""
+
     conditions: list[Condition] | None = None
 
 
 class OpenModel(Resource):
     """A model that can be served: its source and the accelerators it may run on (cluster-scoped)."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL,)
 
     group: ClassVar[str] = GROUP
     plural: ClassVar[str] = "openmodels"
@@ -150,7 +251,9 @@ class OpenModel(Resource):
 
 
 class ModelRef(ApiModel):
-    name: str = Field(min_length=1, max_length=63, description="Name of an OpenModel.")
+    """One claimed model and its role."""
+
+    name: Name = Field(description="Name of an OpenModel.")
     role: ModelRole = Field(
         default=ModelRole.MAIN, description="main (the served model) or draft (speculative decoding)."
     )
@@ -159,8 +262,8 @@ class ModelRef(ApiModel):
 class ModelClaim(ApiModel):
     """Claims one model."""
 
-    model_name: str = Field(min_length=1, max_length=63, description="Name of an OpenModel.")
-    inference_flavors: list[str] | None = Field(
+    model_name: Name = Field(description="Name of an OpenModel.")
+    inference_flavors: list[Name] | None = Field(
         default=None,
         max_length=MAX_FLAVORS,
         description="Flavors of the model to use, in priority order; all of the model's when unset.",
@@ -170,5 +273,37 @@ class ModelClaim(ApiModel):
 class ModelClaims(ApiModel):
     """Claims several models: one main, optionally one draft for speculative decoding."""
 
-    models: list[ModelRef] = Field(min_length=1, max_length=8)
-    inference_flavors: list[str] | None = Field(default=None, max_length=MAX_FLAVORS)
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="models-at-most-one-main",
+            rule="self.models.filter(m, !has(m.role) || m.role == 'main').size() <= 1",
+            message="at most one model may have role main",
+            field_path=".models",
+            reason="FieldValueForbidden",
+            doc=(
+                "Fixes llmaz's Playground webhook, which counted models *named* main instead of models "
+                "with role main, so several main models slipped through."
+            ),
+        ),
+        CelRule(
+            id="speculative-decoding-pair",
+            rule=(
+                "!self.models.exists(m, has(m.role) && m.role == 'draft') || "
+                "(size(self.models) == 2 && self.models.exists(m, !has(m.role) || m.role == 'main'))"
+            ),
+            message="speculative decoding needs exactly two models: one main and one draft",
+            field_path=".models",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    models: list[ModelRef] = Field(
+        min_length=1,
+        max_length=8,
+        description="The claimed models: one main, plus one draft for speculative decoding.",
+    )
+    inference_flavors: list[Name] | None = Field(
+        default=None,
+        max_length=MAX_FLAVORS,
+        description="Flavors of the main model to use, in priority order; all of the model's when unset.",
+    )

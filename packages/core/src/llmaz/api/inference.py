@@ -7,9 +7,21 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from llmaz.api._base import ApiModel, Condition, PrinterColumn, Resource, ScaleSubresource, Scope
+from llmaz.api._base import (
+    NAME_IS_DNS_LABEL,
+    ApiModel,
+    Arg,
+    CelRule,
+    Condition,
+    Name,
+    PrinterColumn,
+    Resource,
+    ScaleSubresource,
+    Scope,
+)
 from llmaz.api.core import ModelClaim, ModelClaims
 from llmaz.api.k8s import (
+    K8S_BOUNDS_KEY,
     EnvVar,
     HorizontalPodAutoscalerBehavior,
     IntOrString,
@@ -36,8 +48,23 @@ CONDITION_PROGRESSING = "Progressing"
 class ResourceRequirements(ApiModel):
     """CPU/memory of the model-runner container. Accelerators come from the model's flavors."""
 
-    limits: ResourceList | None = None
-    requests: ResourceList | None = None
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="resources-limits-ge-requests",
+            rule=(
+                "!has(self.limits) || !has(self.requests) || self.requests.all(r, !(r in self.limits) || "
+                "!isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || "
+                "quantity(string(self.limits[r])).compareTo(quantity(string(self.requests[r]))) >= 0)"
+            ),
+            message="resource limits must be greater than or equal to requests",
+            field_path=".limits",
+            reason="FieldValueForbidden",
+            doc="Checked for every resource named in both limits and requests.",
+        ),
+    )
+
+    limits: ResourceList | None = Field(default=None, description="Upper bounds, e.g. cpu: 4, memory: 16Gi.")
+    requests: ResourceList | None = Field(default=None, description="What the scheduler reserves.")
 
 
 class HPATrigger(ApiModel):
@@ -48,36 +75,68 @@ class HPATrigger(ApiModel):
 
 
 class ScaleTrigger(ApiModel):
+    """What scales the Playground between elasticConfig.minReplicas and maxReplicas."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="scale-trigger-needs-hpa",
+            rule="has(self.hpa)",
+            message="scaleTrigger needs hpa",
+            reason="FieldValueRequired",
+        ),
+    )
+
     hpa: HPATrigger | None = Field(default=None, description="Scale with a HorizontalPodAutoscaler.")
 
 
 class RecommendedConfig(ApiModel):
     """A named preset of a backend: args, resources, shared memory and a default scale trigger."""
 
-    name: str = Field(min_length=1, max_length=63, description="e.g. default, speculative-decoding.")
-    args: list[str] | None = Field(
+    name: Name = Field(description="e.g. default, speculative-decoding.")
+    args: list[Arg] | None = Field(
         default=None,
         max_length=128,
         description="Args with {{ .ModelPath }}, {{ .ModelName }}, {{ .DraftModelPath }}, {{ .TP }}...",
     )
     resources: ResourceRequirements | None = None
     shared_memory_size: Quantity | None = Field(default=None, description="Size of /dev/shm.")
-    scale_trigger: ScaleTrigger | None = None
+    scale_trigger: ScaleTrigger | None = Field(
+        default=None, description="Default scale trigger of Playgrounds with elasticConfig."
+    )
 
 
 class BackendRuntimeSpec(ApiModel):
-    command: list[str] | None = Field(default=None, max_length=64)
+    """How to run one inference engine."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="recommended-config-names-unique",
+            rule=(
+                "!has(self.recommendedConfigs) || self.recommendedConfigs.all(c, "
+                "self.recommendedConfigs.exists_one(d, d.name == c.name))"
+            ),
+            message="recommendedConfigs names must be unique",
+            field_path=".recommendedConfigs",
+            reason="FieldValueDuplicate",
+        ),
+    )
+
+    command: list[Arg] | None = Field(default=None, max_length=64, description="Container command.")
     image: str = Field(min_length=1, max_length=512, description="Image repository, without the tag.")
     version: str = Field(min_length=1, max_length=128, description="Image tag.")
-    envs: list[EnvVar] | None = Field(default=None, max_length=128)
-    lifecycle: Lifecycle | None = None
+    envs: list[EnvVar] | None = Field(default=None, max_length=128, description="Container env.")
+    lifecycle: Lifecycle | None = Field(default=None, description="postStart / preStop hooks.")
     liveness_probe: Probe | None = None
     readiness_probe: Probe | None = None
     startup_probe: Probe | None = None
-    recommended_configs: list[RecommendedConfig] | None = Field(default=None, max_length=16)
+    recommended_configs: list[RecommendedConfig] | None = Field(
+        default=None, max_length=16, description="Named presets; Playgrounds pick one by configName."
+    )
 
 
 class BackendRuntimeStatus(ApiModel):
+    """Observed state of a BackendRuntime."""
+
     conditions: list[Condition] | None = None
 
 
@@ -101,41 +160,87 @@ class BackendRuntime(Resource):
 class BackendRuntimeConfig(ApiModel):
     """Per-Playground choices on top of the BackendRuntime."""
 
-    backend_name: str = Field(
-        default=DEFAULT_BACKEND, max_length=63, description="Name of a BackendRuntime, e.g. vllm."
-    )
+    backend_name: Name = Field(default=DEFAULT_BACKEND, description="Name of a BackendRuntime, e.g. vllm.")
     version: str | None = Field(default=None, max_length=128, description="Overrides the image tag.")
-    envs: list[EnvVar] | None = Field(default=None, max_length=128)
-    config_name: str | None = Field(
+    envs: list[EnvVar] | None = Field(
+        default=None, max_length=128, description="Merged over the BackendRuntime's envs (by name)."
+    )
+    config_name: Name | None = Field(
         default=None,
-        max_length=63,
         description="Recommended config to use; inferred (default / speculative-decoding) when unset.",
     )
-    args: list[str] | None = Field(
+    args: list[Arg] | None = Field(
         default=None, max_length=128, description="Appended after the recommended config's args."
     )
-    resources: ResourceRequirements | None = None
-    shared_memory_size: Quantity | None = None
+    resources: ResourceRequirements | None = Field(
+        default=None, description="Per-resource override of the recommended config's resources."
+    )
+    shared_memory_size: Quantity | None = Field(
+        default=None, description="Overrides the recommended config's /dev/shm size."
+    )
 
 
 class ElasticConfig(ApiModel):
-    min_replicas: int = Field(default=1, ge=0, le=10_000)
-    max_replicas: int = Field(ge=1, le=10_000)
-    scale_trigger: ScaleTrigger | None = None
+    """Autoscaling bounds of a Playground."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="elastic-min-replicas-positive",
+            rule="!has(self.minReplicas) || self.minReplicas >= 1",
+            message="minReplicas must be at least 1",
+            field_path=".minReplicas",
+            reason="FieldValueForbidden",
+            doc="Scale to zero is not supported.",
+        ),
+        CelRule(
+            id="elastic-min-le-max",
+            rule="!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
+            message="minReplicas must be less than or equal to maxReplicas",
+            field_path=".minReplicas",
+            reason="FieldValueInvalid",
+            doc=(
+                "llmaz also rejected minReplicas == maxReplicas; a fixed-size autoscaler is valid for a "
+                "HorizontalPodAutoscaler, so equal bounds are accepted here."
+            ),
+        ),
+    )
+
+    min_replicas: int = Field(default=1, ge=0, le=10_000, description="Lower bound of replicas (>= 1).")
+    max_replicas: int = Field(ge=1, le=10_000, description="Upper bound of replicas.")
+    scale_trigger: ScaleTrigger | None = Field(
+        default=None, description="Overrides the recommended config's scale trigger."
+    )
 
 
 class PlaygroundSpec(ApiModel):
-    replicas: int = Field(default=1, ge=0, le=10_000)
-    model_claim: ModelClaim | None = None
-    model_claims: ModelClaims | None = None
-    backend_runtime_config: BackendRuntimeConfig | None = None
-    elastic_config: ElasticConfig | None = None
+    """A model served by a backend."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="playground-claim-xor",
+            rule="has(self.modelClaim) != has(self.modelClaims)",
+            message="exactly one of modelClaim or modelClaims must be set",
+            reason="FieldValueInvalid",
+        ),
+    )
+
+    replicas: int = Field(default=1, ge=0, le=10_000, description="Number of serving replicas.")
+    model_claim: ModelClaim | None = Field(default=None, description="The one model to serve.")
+    model_claims: ModelClaims | None = Field(
+        default=None, description="Several models: a main and a draft for speculative decoding."
+    )
+    backend_runtime_config: BackendRuntimeConfig | None = Field(
+        default=None, description="The backend (vllm by default) and its overrides."
+    )
+    elastic_config: ElasticConfig | None = Field(default=None, description="Autoscaling bounds.")
 
 
 class PlaygroundStatus(ApiModel):
-    conditions: list[Condition] | None = None
-    replicas: int = 0
-    selector: str | None = None
+    """Observed state of a Playground."""
+
+    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    replicas: int = Field(default=0, ge=0, description="Ready replicas of the inference Service.")
+    selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
 
 
 _AVAILABLE_REASON = ".status.conditions[?(@.type=='Available')].reason"
@@ -143,6 +248,8 @@ _AVAILABLE_REASON = ".status.conditions[?(@.type=='Available')].reason"
 
 class Playground(Resource):
     """Serve a model with a backend in a few lines; llmaz renders an inference Service from it."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL,)
 
     group: ClassVar[str] = GROUP
     plural: ClassVar[str] = "playgrounds"
@@ -171,21 +278,43 @@ class SubGroupPolicyType(StrEnum):
 
 
 class SubGroupPolicy(ApiModel):
+    """Splits a pod group into sub-groups (LeaderWorkerSet)."""
+
     sub_group_policy_type: SubGroupPolicyType = SubGroupPolicyType.LEADER_WORKER
-    sub_group_size: int | None = Field(default=None, ge=1)
+    sub_group_size: int | None = Field(default=None, ge=1, le=1024, description="Pods per sub-group.")
 
 
 class LeaderWorkerTemplate(ApiModel):
     """The LeaderWorkerSet ``leaderWorkerTemplate``: pod templates of one replica (a group of pods)."""
 
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="worker-template-model-runner",
+            rule=(
+                "has(self.workerTemplate.spec) && "
+                f"self.workerTemplate.spec.containers.exists(c, c.name == '{MODEL_RUNNER_CONTAINER}')"
+            ),
+            message=f"workerTemplate needs a container named {MODEL_RUNNER_CONTAINER}",
+            field_path=".workerTemplate",
+            reason="FieldValueRequired",
+            doc="llmaz checked this on create only; here it holds on update too.",
+        ),
+    )
+
     leader_template: PodTemplateSpec | None = Field(
         default=None, description="Pod template of the group leader; set it for multi-host serving."
     )
     worker_template: PodTemplateSpec = Field(
-        description="Pod template of the workers; needs a container named model-runner."
+        description="Pod template of the workers; needs a container named model-runner.",
+        json_schema_extra={
+            K8S_BOUNDS_KEY: {"spec.containers": {"maxItems": 64}, "spec.containers.name": {"maxLength": 63}}
+        },
     )
     size: int = Field(default=1, ge=1, le=1024, description="Pods per group, leader included.")
-    restart_policy: RestartPolicy = RestartPolicy.RECREATE_GROUP_ON_POD_RESTART
+    restart_policy: RestartPolicy = Field(
+        default=RestartPolicy.RECREATE_GROUP_ON_POD_RESTART,
+        description="What happens to the group when one of its pods restarts.",
+    )
     sub_group_policy: SubGroupPolicy | None = None
 
 
@@ -194,31 +323,47 @@ class RolloutStrategyType(StrEnum):
 
 
 class RollingUpdateConfiguration(ApiModel):
-    max_unavailable: IntOrString = 1
-    max_surge: IntOrString = 0
-    partition: int | None = Field(default=None, ge=0)
+    """Rolling-update knobs of the LeaderWorkerSet."""
+
+    max_unavailable: IntOrString = Field(
+        default=1, description="Replicas (or a percentage) that may be unavailable during an update."
+    )
+    max_surge: IntOrString = Field(
+        default=0, description="Replicas (or a percentage) created above the desired count during an update."
+    )
+    partition: int | None = Field(
+        default=None, ge=0, description="Replicas below this index are not updated."
+    )
 
 
 class RolloutStrategy(ApiModel):
+    """How the LeaderWorkerSet rolls out changes."""
+
     type: RolloutStrategyType = RolloutStrategyType.ROLLING_UPDATE
     rolling_update_configuration: RollingUpdateConfiguration | None = None
 
 
 class ServiceSpec(ApiModel):
-    model_claims: ModelClaims
-    replicas: int = Field(default=1, ge=0, le=10_000)
-    workload_template: LeaderWorkerTemplate
-    rollout_strategy: RolloutStrategy | None = None
+    """Models served by a LeaderWorkerSet."""
+
+    model_claims: ModelClaims = Field(description="The served models (required, unlike in llmaz).")
+    replicas: int = Field(default=1, ge=0, le=10_000, description="Number of pod groups.")
+    workload_template: LeaderWorkerTemplate = Field(description="Pod templates of one replica.")
+    rollout_strategy: RolloutStrategy | None = Field(default=None, description="How updates roll out.")
 
 
 class ServiceStatus(ApiModel):
-    conditions: list[Condition] | None = None
-    replicas: int = 0
-    selector: str | None = None
+    """Observed state of an inference Service."""
+
+    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    replicas: int = Field(default=0, ge=0, description="Ready pod groups.")
+    selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
 
 
 class Service(Resource):
     """An inference Service: models served by a LeaderWorkerSet of pod groups."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL,)
 
     group: ClassVar[str] = GROUP
     plural: ClassVar[str] = "services"

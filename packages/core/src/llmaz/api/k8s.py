@@ -19,6 +19,14 @@ from llmaz.api._base import ApiModel
 K8S_SCHEMA_KEY = "x-llmaz-k8s-definition"
 """JSON-schema key that marks a node to be replaced by a Kubernetes OpenAPI definition."""
 
+K8S_BOUNDS_KEY = "x-llmaz-k8s-bounds"
+"""JSON-schema key of extra bounds applied inside an embedded Kubernetes schema.
+
+A mapping of a dotted property path (list items are entered implicitly) to schema keywords, e.g.
+``{"spec.containers": {"maxItems": 64}}``. Used where a CEL rule iterates an embedded list, so the
+rule has a bounded cost.
+"""
+
 
 @dataclass(frozen=True)
 class K8sSchema:
@@ -34,13 +42,19 @@ def _k8s(definition: str) -> WithJsonSchema:
     return K8sSchema(definition).json_schema()
 
 
-Quantity = Annotated[str | int | float, _k8s("io.k8s.apimachinery.pkg.api.resource.Quantity")]
-"""A resource quantity such as ``"8Gi"``, ``"500m"`` or ``4``."""
+Quantity = Annotated[int | str, _k8s("io.k8s.apimachinery.pkg.api.resource.Quantity")]
+"""A resource quantity such as ``"8Gi"``, ``"500m"`` or ``4``.
+
+Integers or strings only: a custom resource stores quantities as int-or-string, so ``0.5`` must be
+written ``"500m"`` (or ``"0.5"``).
+"""
 
 IntOrString = Annotated[int | str, _k8s("io.k8s.apimachinery.pkg.util.intstr.IntOrString")]
 
-ResourceList = dict[str, Quantity]
-"""Resource name -> quantity, e.g. ``{"nvidia.com/gpu": 1, "memory": "16Gi"}``."""
+MAX_RESOURCES = 32
+
+ResourceList = Annotated[dict[str, Quantity], Field(max_length=MAX_RESOURCES)]
+"""Resource name -> quantity, e.g. ``{"nvidia.com/gpu": 1, "memory": "16Gi"}`` (at most 32 entries)."""
 
 Probe = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.Probe")]
 Lifecycle = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.Lifecycle")]
