@@ -1,1 +1,58 @@
-"""llmaz.plugins"""
+"""The llmaz plugin SDK.
+
+A plugin is a module published under the entry-point group ``llmaz`` that declares
+``LLMAZ_PLUGIN_API`` and implements registration hooks (see :mod:`llmaz.plugins.hookspecs`) with
+:data:`hookimpl`, registering :class:`Backend` and/or :class:`Autoscaler` subclasses.
+"""
+
+from llmaz.plugins.autoscaler import (
+    Autoscaler,
+    AutoscalingInput,
+    AutoscalingOutput,
+    AutoscalingProblem,
+    NodeAffinityHints,
+)
+from llmaz.plugins.backend import (
+    BACKEND_RUNTIME_LABELS,
+    DEFAULT_CONFIG,
+    KNOWN_VARIABLES,
+    MULTI_HOST_CONFIG,
+    SPECULATIVE_CONFIG,
+    Backend,
+    MultiHostRecipe,
+    placeholder,
+)
+from llmaz.plugins.hookspecs import hookimpl
+from llmaz.plugins.manager import (
+    ENTRY_POINT_GROUP,
+    PLUGIN_API_VERSION,
+    PluginInfo,
+    PluginLoadError,
+    PluginManager,
+)
+from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, RegistrationError
+
+__all__ = [
+    "BACKEND_RUNTIME_LABELS",
+    "DEFAULT_CONFIG",
+    "ENTRY_POINT_GROUP",
+    "KNOWN_VARIABLES",
+    "MULTI_HOST_CONFIG",
+    "PLUGIN_API_VERSION",
+    "SPECULATIVE_CONFIG",
+    "Autoscaler",
+    "AutoscalerRegistry",
+    "AutoscalingInput",
+    "AutoscalingOutput",
+    "AutoscalingProblem",
+    "Backend",
+    "BackendRegistry",
+    "MultiHostRecipe",
+    "NodeAffinityHints",
+    "PluginInfo",
+    "PluginLoadError",
+    "PluginManager",
+    "RegistrationError",
+    "hookimpl",
+    "placeholder",
+]

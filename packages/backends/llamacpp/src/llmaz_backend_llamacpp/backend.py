@@ -1,0 +1,56 @@
+"""llama.cpp: the ``llama-server`` image (its entrypoint), OpenAI-compatible API."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.plugins import SPECULATIVE_CONFIG, Backend, placeholder
+
+
+class LlamaCppBackend(Backend):
+    """``llama-server`` on port 8080 with ``--metrics``; the model id is the OpenModel name (``--alias``)."""
+
+    name: ClassVar[str] = "llamacpp"
+    engine: ClassVar[str] = "llama.cpp"
+    image: ClassVar[str] = "ghcr.io/ggml-org/llama.cpp"
+    version: ClassVar[str] = "server"
+    docs_url: ClassVar[str] = "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md"
+    model_name_flag: ClassVar[str | None] = "--alias"
+    drain_metrics: ClassVar[tuple[str, ...]] = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
+    supports_speculative_decoding: ClassVar[bool] = True
+
+    def _serve_args(self) -> list[str]:
+        return [
+            "-m",
+            placeholder("ModelPath"),
+            *self.model_name_args(),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.port),
+            "--metrics",
+        ]
+
+    def recommended_configs(self) -> list[RecommendedConfig]:
+        return [
+            RecommendedConfig(
+                name="default",
+                args=self._serve_args(),
+                resources=ResourceRequirements(
+                    limits={"cpu": 2, "memory": "4Gi"}, requests={"cpu": 2, "memory": "4Gi"}
+                ),
+            ),
+            RecommendedConfig(
+                name=SPECULATIVE_CONFIG,
+                args=[
+                    *self._serve_args(),
+                    "-md",
+                    placeholder("DraftModelPath"),
+                    "--draft-max",
+                    "16",
+                    "--draft-min",
+                    "5",
+                ],
+            ),
+        ]

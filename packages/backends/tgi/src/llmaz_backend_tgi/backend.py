@@ -1,0 +1,38 @@
+"""Hugging Face text-generation-inference: the image's ``text-generation-launcher`` entrypoint."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.plugins import Backend, placeholder
+
+
+class TGIBackend(Backend):
+    """TGI's router on port 8080 (Messages API = OpenAI chat completions), metrics on ``/metrics``."""
+
+    name: ClassVar[str] = "tgi"
+    engine: ClassVar[str] = "text-generation-inference"
+    image: ClassVar[str] = "ghcr.io/huggingface/text-generation-inference"
+    version: ClassVar[str] = "3.3.5"
+    docs_url: ClassVar[str] = "https://huggingface.co/docs/text-generation-inference/reference/launcher"
+    drain_metrics: ClassVar[tuple[str, ...]] = ("tgi_batch_current_size", "tgi_queue_size")
+
+    def recommended_configs(self) -> list[RecommendedConfig]:
+        return [
+            RecommendedConfig(
+                name="default",
+                args=[
+                    "--model-id",
+                    placeholder("ModelPath"),
+                    "--hostname",
+                    "0.0.0.0",
+                    "--port",
+                    str(self.port),
+                ],
+                resources=ResourceRequirements(
+                    limits={"cpu": 4, "memory": "8Gi"}, requests={"cpu": 4, "memory": "8Gi"}
+                ),
+                shared_memory_size="1Gi",
+            )
+        ]

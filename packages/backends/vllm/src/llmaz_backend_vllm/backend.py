@@ -1,0 +1,102 @@
+"""vLLM: OpenAI-compatible server ``vllm.entrypoints.openai.api_server``."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
+
+SERVER = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+RAY_PORT = 6379
+
+
+class VLLMBackend(Backend):
+    """vLLM with its OpenAI-compatible API server on port 8080."""
+
+    name: ClassVar[str] = "vllm"
+    engine: ClassVar[str] = "vLLM"
+    image: ClassVar[str] = "vllm/vllm-openai"
+    version: ClassVar[str] = "v0.12.0"
+    docs_url: ClassVar[str] = "https://docs.vllm.ai/en/stable/cli/serve.html"
+    model_name_flag: ClassVar[str | None] = "--served-model-name"
+    drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    supports_speculative_decoding: ClassVar[bool] = True
+    supports_multi_host: ClassVar[bool] = True
+
+    def command(self) -> list[str]:
+        return list(SERVER)
+
+    def _serve_args(self) -> list[str]:
+        return [
+            "--model",
+            placeholder("ModelPath"),
+            *self.model_name_args(),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(self.port),
+        ]
+
+    def _parallel_args(self) -> list[str]:
+        return [
+            "--tensor-parallel-size",
+            placeholder("TP"),
+            "--pipeline-parallel-size",
+            placeholder("PP"),
+            "--distributed-executor-backend",
+            "ray",
+        ]
+
+    def recommended_configs(self) -> list[RecommendedConfig]:
+        small = ResourceRequirements(limits={"cpu": 4, "memory": "8Gi"}, requests={"cpu": 4, "memory": "8Gi"})
+        speculative = '{"model": "' + placeholder("DraftModelPath") + '", "num_speculative_tokens": 5}'
+        return [
+            RecommendedConfig(
+                name="default", args=self._serve_args(), resources=small, shared_memory_size="2Gi"
+            ),
+            RecommendedConfig(
+                name=SPECULATIVE_CONFIG,
+                args=[*self._serve_args(), "--speculative-config", speculative],
+                resources=ResourceRequirements(
+                    limits={"cpu": 8, "memory": "16Gi"}, requests={"cpu": 4, "memory": "8Gi"}
+                ),
+                shared_memory_size="2Gi",
+            ),
+            RecommendedConfig(
+                name=MULTI_HOST_CONFIG,
+                args=[*self._serve_args(), *self._parallel_args()],
+                resources=small,
+                shared_memory_size="2Gi",
+            ),
+        ]
+
+    def multi_host_recipe(self) -> MultiHostRecipe:
+        wait_for_workers = (
+            'python3 -c \'import ray, sys; ray.init(address="auto", logging_level="ERROR"); '
+            'alive = sum(1 for n in ray.nodes() if n["Alive"]); '
+            "sys.exit(0 if alive >= int(sys.argv[1]) else 1)' $(LWS_GROUP_SIZE)"
+        )
+        leader = " ".join(
+            [
+                f"ray start --head --port={RAY_PORT} &&",
+                "tries=0;",
+                f"until {wait_for_workers}; do",
+                "tries=$((tries+1));",
+                'if [ "$tries" -ge 60 ]; then echo "ray: workers did not join" >&2; exit 1; fi;',
+                "sleep 5;",
+                "done;",
+                "exec",
+                *SERVER,
+                *self._serve_args(),
+                *self._parallel_args(),
+            ]
+        )
+        return MultiHostRecipe(
+            leader_command=["/bin/sh", "-c"],
+            leader_args=[leader],
+            worker_command=["/bin/sh", "-c"],
+            worker_args=[f"ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"],
+            worker_serves_http=False,
+            group_size_param="PP",
+        )

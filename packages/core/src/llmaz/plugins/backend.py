@@ -1,0 +1,256 @@
+"""The :class:`Backend` base class: everything llmaz knows about one inference engine.
+
+Engine knowledge (image, command, flags, probes, drain, metrics) lives only in subclasses of this
+class, shipped as plugins. The host turns a backend into a ``BackendRuntime`` object with
+:meth:`Backend.backend_runtime`; the renderer never looks at engine-specific fields.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from llmaz.api import BackendRuntime, EnvVar, RecommendedConfig
+
+__all__ = [
+    "BACKEND_RUNTIME_LABELS",
+    "DEFAULT_CONFIG",
+    "DEFAULT_GRACE_PERIOD_SECONDS",
+    "KNOWN_VARIABLES",
+    "LWS_ENV",
+    "MULTI_HOST_CONFIG",
+    "PLACEHOLDER",
+    "SPECULATIVE_CONFIG",
+    "Backend",
+    "MultiHostRecipe",
+    "placeholder",
+]
+
+DEFAULT_CONFIG = "default"
+SPECULATIVE_CONFIG = "speculative-decoding"
+MULTI_HOST_CONFIG = "multi-host"
+
+PLACEHOLDER = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
+"""A llmaz args placeholder such as ``{{ .ModelPath }}`` (spaces optional, leading dot mandatory)."""
+
+KNOWN_VARIABLES: frozenset[str] = frozenset({"ModelPath", "ModelName", "DraftModelPath", "TP", "PP"})
+"""Variables the render layer fills: model path/name, draft model path, and flavor parallelism."""
+
+LWS_ENV: frozenset[str] = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
+"""Environment variables LeaderWorkerSet sets in every pod of a group (used as ``$(NAME)``)."""
+
+DEFAULT_GRACE_PERIOD_SECONDS = 130
+"""terminationGracePeriodSeconds of serving pods; a preStop drain must finish well before it."""
+
+BACKEND_RUNTIME_LABELS: dict[str, str] = {
+    "app.kubernetes.io/name": "backendruntime",
+    "app.kubernetes.io/part-of": "llmaz",
+    "app.kubernetes.io/managed-by": "llmaz",
+}
+"""Labels on every BackendRuntime produced from a plugin."""
+
+
+def placeholder(variable: str) -> str:
+    """The canonical spelling of a placeholder: ``placeholder("ModelPath") == "{{ .ModelPath }}"``."""
+    return "{{ ." + variable + " }}"
+
+
+class MultiHostRecipe(BaseModel):
+    """How one replica spans several pods (a LeaderWorkerSet group) for this engine.
+
+    Args are templated like recommended-config args (``{{ .ModelPath }}``, ``{{ .TP }}`` ...) and may
+    use Kubernetes ``$(VAR)`` expansion of the LWS environment: ``$(LWS_LEADER_ADDRESS)``,
+    ``$(LWS_GROUP_SIZE)`` and ``$(LWS_WORKER_INDEX)``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    config_name: str = Field(
+        default=MULTI_HOST_CONFIG, description="The recommended config this recipe belongs to."
+    )
+    leader_command: list[str] = Field(min_length=1)
+    leader_args: list[str] = Field(default_factory=list)
+    worker_command: list[str] = Field(min_length=1)
+    worker_args: list[str] = Field(default_factory=list)
+    worker_serves_http: bool = Field(
+        default=False, description="Whether worker pods also answer HTTP (and so get the probes)."
+    )
+    group_size_param: str | None = Field(
+        default=None,
+        description="Flavor param holding the pods per group (e.g. PP); None: set by the Service.",
+    )
+
+
+class Backend(ABC):
+    """One inference engine. Subclass it, set the class variables and implement the two methods.
+
+    Required: :attr:`name`, :attr:`image`, :attr:`version`, :meth:`recommended_configs`. The rest has
+    defaults that fit an engine serving an OpenAI-compatible API over HTTP on :attr:`port` with a
+    ``/health`` endpoint.
+    """
+
+    # --- identity -------------------------------------------------------------------------------
+    name: ClassVar[str]
+    """BackendRuntime name, referenced by ``backendRuntimeConfig.backendName`` (a DNS label)."""
+    image: ClassVar[str]
+    """Default image repository, without the tag."""
+    version: ClassVar[str]
+    """Default image tag."""
+    engine: ClassVar[str] = ""
+    """Human name of the engine, for docs (``vLLM``)."""
+    docs_url: ClassVar[str] = ""
+    """Where the engine documents the flags used."""
+
+    # --- serving --------------------------------------------------------------------------------
+    port: ClassVar[int] = 8080
+    """The HTTP port the server really listens on (the ``-lb`` Service targets it)."""
+    metrics_port: ClassVar[int | None] = None
+    """Port of the Prometheus endpoint; ``None`` means the same as :attr:`port`."""
+    metrics_path: ClassVar[str | None] = "/metrics"
+    """Path of the Prometheus endpoint; ``None`` when the engine exports no metrics."""
+    model_name_flag: ClassVar[str | None] = None
+    """Flag that makes the OpenAI model id equal the OpenModel name (``--served-model-name``)."""
+
+    # --- probes ---------------------------------------------------------------------------------
+    health_path: ClassVar[str] = "/health"
+    readiness_path: ClassVar[str | None] = None
+    """Readiness path; ``None`` means :attr:`health_path`."""
+
+    # --- graceful drain -------------------------------------------------------------------------
+    drain_metrics: ClassVar[tuple[str, ...]] = ()
+    """Prometheus gauges counting in-flight requests; the preStop hook waits until all are 0."""
+    drain_timeout_seconds: ClassVar[int] = 100
+    """Upper bound of the preStop wait; below :data:`DEFAULT_GRACE_PERIOD_SECONDS`."""
+
+    # --- capabilities ---------------------------------------------------------------------------
+    supports_speculative_decoding: ClassVar[bool] = False
+    supports_multi_host: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------------------------------
+    @property
+    def effective_metrics_port(self) -> int:
+        return self.metrics_port if self.metrics_port is not None else self.port
+
+    def command(self) -> list[str] | None:
+        """Container command; ``None`` keeps the image's entrypoint."""
+        return None
+
+    def envs(self) -> list[EnvVar]:
+        """Container environment common to every config."""
+        return []
+
+    @abstractmethod
+    def recommended_configs(self) -> list[RecommendedConfig]:
+        """Named presets; must contain ``default``. Args use llmaz placeholders."""
+
+    def model_name_args(self) -> list[str]:
+        """The args that set the OpenAI model id to the OpenModel name (empty when unsupported)."""
+        if self.model_name_flag is None:
+            return []
+        return [self.model_name_flag, placeholder("ModelName")]
+
+    def multi_host_recipe(self) -> MultiHostRecipe | None:
+        """How to run one replica over several pods, or ``None`` when unsupported."""
+        return None
+
+    # --- probes -------------------------------------------------------------------------------
+    def _http_get(self, path: str) -> dict[str, Any]:
+        return {"path": path, "port": self.port}
+
+    def startup_probe(self) -> dict[str, Any] | None:
+        """Allows up to 5 minutes for the model to load before liveness kicks in."""
+        return {"httpGet": self._http_get(self.health_path), "periodSeconds": 10, "failureThreshold": 30}
+
+    def liveness_probe(self) -> dict[str, Any] | None:
+        return {
+            "httpGet": self._http_get(self.health_path),
+            "initialDelaySeconds": 15,
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        }
+
+    def readiness_probe(self) -> dict[str, Any] | None:
+        return {
+            "httpGet": self._http_get(self.readiness_path or self.health_path),
+            "initialDelaySeconds": 5,
+            "periodSeconds": 5,
+            "failureThreshold": 3,
+        }
+
+    # --- lifecycle ----------------------------------------------------------------------------
+    def drain_script(self) -> str | None:
+        """A POSIX shell script that waits until every :attr:`drain_metrics` gauge reads 0.
+
+        It scrapes ``http://127.0.0.1:<metrics port><metrics path>`` (the port the server really
+        listens on), stops early when the endpoint stops answering, and gives up after
+        :attr:`drain_timeout_seconds`. Progress goes to PID 1's stdout so it shows in ``kubectl logs``.
+        """
+        if not self.drain_metrics or not self.metrics_path:
+            return None
+        url = f"http://127.0.0.1:{self.effective_metrics_port}{self.metrics_path}"
+        pattern = "|".join(re.escape(m) for m in self.drain_metrics)
+        awk = f"/^({pattern})[{{ ]/ {{ if ($NF + 0 > 0) busy = 1 }} END {{ print busy + 0 }}"
+        return "\n".join(
+            [
+                f"url={shlex.quote(url)}",
+                f"deadline=$(( $(date +%s) + {self.drain_timeout_seconds} ))",
+                'log() { echo "llmaz preStop: $*" > /proc/1/fd/1 2>/dev/null || true; }',
+                "scrape() {",
+                '  if command -v curl >/dev/null 2>&1; then curl -fsS --max-time 3 "$url";',
+                '  elif command -v wget >/dev/null 2>&1; then wget -q -T 3 -O - "$url";',
+                "  else python3 -c 'import sys, urllib.request as u; "
+                'sys.stdout.write(u.urlopen(sys.argv[1], timeout=3).read().decode())\' "$url"; fi',
+                "}",
+                "log 'draining in-flight requests'",
+                'while [ "$(date +%s)" -lt "$deadline" ]; do',
+                "  body=$(scrape) || { log 'metrics endpoint gone, nothing to drain'; exit 0; }",
+                f"  busy=$(printf '%s\\n' \"$body\" | awk {shlex.quote(awk)})",
+                "  if [ \"$busy\" = 0 ]; then log 'drained'; exit 0; fi",
+                "  sleep 2",
+                "done",
+                "log 'drain timeout reached'",
+            ]
+        )
+
+    def lifecycle(self) -> dict[str, Any] | None:
+        """Container lifecycle: a preStop hook that drains in-flight requests, when possible."""
+        script = self.drain_script()
+        if script is None:
+            return None
+        return {"preStop": {"exec": {"command": ["/bin/sh", "-c", script]}}}
+
+    # --- the BackendRuntime -------------------------------------------------------------------
+    def backend_runtime(self, image: str | None = None, version: str | None = None) -> BackendRuntime:
+        """The ``BackendRuntime`` object of this engine, validated by the API model.
+
+        :param image: overrides :attr:`image` (e.g. a mirror registry).
+        :param version: overrides :attr:`version`.
+        :raises pydantic.ValidationError: when the backend produces an invalid object.
+        """
+        envs = self.envs()
+        spec: dict[str, Any] = {
+            "image": image or self.image,
+            "version": version or self.version,
+            "recommendedConfigs": [c.to_dict() for c in self.recommended_configs()],
+        }
+        optional: dict[str, Any] = {
+            "command": self.command(),
+            "envs": [e.to_dict() for e in envs] if envs else None,
+            "lifecycle": self.lifecycle(),
+            "startupProbe": self.startup_probe(),
+            "livenessProbe": self.liveness_probe(),
+            "readinessProbe": self.readiness_probe(),
+        }
+        spec.update({k: v for k, v in optional.items() if v is not None})
+        return BackendRuntime.from_manifest(
+            {
+                "apiVersion": BackendRuntime.api_version_string(),
+                "kind": BackendRuntime.kind_name(),
+                "metadata": {"name": self.name, "labels": dict(BACKEND_RUNTIME_LABELS)},
+                "spec": spec,
+            }
+        )

@@ -1,0 +1,75 @@
+"""Every hook of the llmaz plugin API, declared in one place.
+
+The hooks are *registration* hooks: each receives a typed registry and calls ``register.add(...)``
+once per object it contributes. Per-engine behaviour lives on the registered objects
+(:class:`~llmaz.plugins.backend.Backend`, :class:`~llmaz.plugins.autoscaler.Autoscaler`), never in
+further hooks, so the host looks plugins up by name instead of asking each one "is this yours?".
+
+A plugin module implements one or both hooks with :data:`hookimpl`::
+
+    from llmaz.plugins import BackendRegistry, hookimpl
+
+    LLMAZ_PLUGIN_API = "1"
+
+    @hookimpl
+    def llmaz_register_backends(register: BackendRegistry) -> None:
+        register.add(MyBackend)
+
+Hooks are only ever called with keyword arguments, through
+:class:`~llmaz.plugins.manager.PluginManager`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry
+
+PROJECT_NAME = "llmaz"
+"""pluggy project name; also the entry-point group plugins are published under."""
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+"""Marks hook specifications. Used only in this module."""
+
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+"""Marks a plugin's hook implementations: ``@hookimpl def llmaz_register_backends(register): ...``."""
+
+
+@hookspec
+def llmaz_register_backends(register: BackendRegistry) -> None:
+    """Register inference-engine backends.
+
+    :param register: the registry to add to. Call ``register.add(MyBackend)`` once per backend, with
+        a :class:`~llmaz.plugins.backend.Backend` subclass (instantiated without arguments) or an
+        instance.
+
+    Semantics: called once per plugin when the plugin manager collects plugins (at operator start-up
+    and for each CLI invocation). Every implementation is called; the return value is ignored.
+    A backend name must be unique across all plugins: a second registration of the same name is an
+    error attributed to the plugin that made it, and that plugin is skipped as a whole. An exception
+    raised here, or a backend whose :meth:`~llmaz.plugins.backend.Backend.backend_runtime` fails
+    validation, likewise skips only this plugin. Must not do I/O.
+
+    .. versionadded:: plugin API 1
+    """
+
+
+@hookspec
+def llmaz_register_autoscalers(register: AutoscalerRegistry) -> None:
+    """Register autoscaler implementations (``hpa``, ``karpenter``, ...).
+
+    :param register: the registry to add to. Call ``register.add(MyAutoscaler)`` once per autoscaler,
+        with an :class:`~llmaz.plugins.autoscaler.Autoscaler` subclass (instantiated without
+        arguments) or an instance.
+
+    Semantics: as :func:`llmaz_register_backends` — called once per plugin at collection, every
+    implementation runs, names are unique across plugins, and any failure skips only the offending
+    plugin with one error naming it. Every registered autoscaler is consulted for every Playground;
+    an autoscaler that has nothing to do returns an empty
+    :class:`~llmaz.plugins.autoscaler.AutoscalingOutput`. Must not do I/O.
+
+    .. versionadded:: plugin API 1
+    """

@@ -1,0 +1,58 @@
+"""Registries handed to the registration hooks (see :mod:`llmaz.plugins.hookspecs`)."""
+
+from __future__ import annotations
+
+from typing import Generic, TypeVar
+
+from llmaz.plugins.autoscaler import Autoscaler
+from llmaz.plugins.backend import Backend
+
+__all__ = ["AutoscalerRegistry", "BackendRegistry", "RegistrationError"]
+
+T = TypeVar("T", Backend, Autoscaler)
+
+
+class RegistrationError(Exception):
+    """A plugin registered something invalid; the message says what."""
+
+
+class _Registry(Generic[T]):
+    kind: str = ""
+    base: type[T]
+
+    def __init__(self) -> None:
+        self.items: list[T] = []
+
+    def add(self, item: type[T] | T) -> None:
+        """Register a subclass (instantiated with no arguments) or an instance."""
+        if isinstance(item, type):
+            if not issubclass(item, self.base):
+                raise RegistrationError(f"{item!r} is not a subclass of {self.base.__qualname__}")
+            try:
+                obj = item()
+            except Exception as exc:
+                raise RegistrationError(f"cannot instantiate {item.__qualname__}: {exc}") from exc
+        elif isinstance(item, self.base):
+            obj = item
+        else:
+            raise RegistrationError(f"{item!r} is not a {self.base.__qualname__}")
+        name = getattr(obj, "name", None)
+        if not isinstance(name, str) or not name:
+            raise RegistrationError(f"{type(obj).__qualname__} has no name")
+        if any(existing.name == name for existing in self.items):
+            raise RegistrationError(f"{self.kind} {name!r} registered twice")
+        self.items.append(obj)
+
+
+class BackendRegistry(_Registry[Backend]):
+    """Passed to ``llmaz_register_backends``: call :meth:`add` once per backend."""
+
+    kind = "backend"
+    base = Backend
+
+
+class AutoscalerRegistry(_Registry[Autoscaler]):
+    """Passed to ``llmaz_register_autoscalers``: call :meth:`add` once per autoscaler."""
+
+    kind = "autoscaler"
+    base = Autoscaler
