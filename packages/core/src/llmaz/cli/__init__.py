@@ -31,6 +31,9 @@ def version() -> None:
 def _register() -> None:
     """Attach every command module. Keep one line per module."""
     # command modules register themselves below (one import each)
+    from llmaz.cli.render import render
+
+    app.command("render")(render)
 
 
 def main() -> None:
