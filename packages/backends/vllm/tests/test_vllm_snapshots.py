@@ -1,0 +1,13 @@
+from syrupy.assertion import SnapshotAssertion
+
+from llmaz_backend_vllm import VLLMBackend
+
+
+def test_backend_runtime(snapshot: SnapshotAssertion) -> None:
+    assert VLLMBackend().backend_runtime().to_manifest() == snapshot
+
+
+def test_multi_host_recipe(snapshot: SnapshotAssertion) -> None:
+    recipe = VLLMBackend().multi_host_recipe()
+    assert recipe is not None
+    assert recipe.model_dump() == snapshot
