@@ -1,0 +1,207 @@
+"""Validate rendered objects against their real schemas (for tests; needs the ``test`` extras).
+
+* Kubernetes built-in kinds (``v1 Service``, ``autoscaling/v2 HorizontalPodAutoscaler``...) against
+  the OpenAPI (swagger.json) of the pinned Kubernetes version, from ``tools/k8s-openapi.sh``.
+* ``LeaderWorkerSet`` against the CRD schema of the pinned LWS module, fetched with
+  ``go mod download`` into the shared Go module cache.
+* llmaz kinds against the :mod:`llmaz.api` models.
+
+Nothing is committed: both files live in ``~/.cache/llmaz/go-tools`` (override with
+``LLMAZ_K8S_OPENAPI`` / ``LLMAZ_LWS_CRD``). When a file cannot be had, :class:`SchemaUnavailable`
+is raised so tests can skip with the reason.
+
+Schemas are made strict on purpose: every object schema with ``properties`` rejects unknown fields
+(the API server would silently prune them, hiding a render bug).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "LWS_VERSIONS",
+    "SchemaUnavailable",
+    "k8s_openapi_path",
+    "lws_crd_path",
+    "validate_object",
+    "validator_for",
+]
+
+LWS_VERSIONS = ("v0.10.0", "v0.9.0")
+"""LWS module versions tried in order (the Go proxy has at times refused to serve v0.10.0)."""
+LWS_CRD = "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+
+_BUILTIN = {
+    ("v1", "Service"): "io.k8s.api.core.v1.Service",
+    ("v1", "ConfigMap"): "io.k8s.api.core.v1.ConfigMap",
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+    ("apps/v1", "Deployment"): "io.k8s.api.apps.v1.Deployment",
+}
+
+
+class SchemaUnavailable(RuntimeError):
+    """A schema file could not be found or fetched."""
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("GO_TOOLS_CACHE", Path.home() / ".cache" / "llmaz" / "go-tools"))
+
+
+def _repo_root() -> Path:
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "tools" / "k8s-openapi.sh").exists():
+            return parent
+    raise SchemaUnavailable("tools/k8s-openapi.sh not found above " + str(here))
+
+
+def k8s_openapi_path() -> Path:
+    """Path of the Kubernetes swagger.json of the pinned version (fetched on first use)."""
+    env = os.environ.get("LLMAZ_K8S_OPENAPI")
+    if env:
+        return Path(env)
+    try:
+        out = subprocess.run(
+            ["bash", str(_repo_root() / "tools" / "k8s-openapi.sh")],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SchemaUnavailable(f"tools/k8s-openapi.sh failed: {exc}") from exc
+    return Path(out.stdout.strip().splitlines()[-1])
+
+
+def lws_crd_path() -> Path:
+    """Path of the LeaderWorkerSet CRD of the pinned module version (first of :data:`LWS_VERSIONS`
+    that the module proxy serves)."""
+    env = os.environ.get("LLMAZ_LWS_CRD")
+    if env:
+        return Path(env)
+    gomod = _cache_root() / "gomod"
+    errors = []
+    for version in LWS_VERSIONS:
+        ready = gomod / f"sigs.k8s.io/lws@{version}" / LWS_CRD
+        if ready.exists():
+            return ready
+        env_vars = {**os.environ, "GOMODCACHE": str(gomod), "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
+        try:
+            out = subprocess.run(
+                ["go", "mod", "download", "-json", f"sigs.k8s.io/lws@{version}"],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                env=env_vars,
+                cwd=str(_cache_root()) if _cache_root().exists() else None,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            errors.append(f"{version}: {exc}")
+            continue
+        try:
+            info = json.loads(out.stdout or "{}")
+        except json.JSONDecodeError:
+            info = {}
+        if info.get("Dir") and (Path(info["Dir"]) / LWS_CRD).exists():
+            return Path(info["Dir"]) / LWS_CRD
+        errors.append(f"{version}: {info.get('Error') or out.stderr.strip()}")
+    raise SchemaUnavailable("LWS CRD unavailable: " + "; ".join(errors))
+
+
+def _strict(node: Any) -> Any:
+    """Recursively forbid unknown properties where a schema lists its properties."""
+    if isinstance(node, dict):
+        out = {k: _strict(v) for k, v in node.items()}
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(node, list):
+        return [_strict(v) for v in node]
+    return node
+
+
+_INT_OR_STRING = {"anyOf": [{"type": "integer"}, {"type": "string"}]}
+_QUANTITY = {"anyOf": [{"type": "integer"}, {"type": "number"}, {"type": "string"}]}
+
+
+@functools.lru_cache(maxsize=1)
+def _k8s_definitions() -> dict[str, Any]:
+    path = k8s_openapi_path()
+    try:
+        swagger = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SchemaUnavailable(f"{path}: {exc}") from exc
+    definitions: dict[str, Any] = _strict(swagger["definitions"])
+    # swagger 2 spells these as strings with a format; JSON also accepts numbers for them.
+    definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"] = dict(_INT_OR_STRING)
+    definitions["io.k8s.apimachinery.pkg.api.resource.Quantity"] = dict(_QUANTITY)
+    return definitions
+
+
+@functools.lru_cache(maxsize=8)
+def _k8s_validator(definition: str) -> Any:
+    import jsonschema
+
+    definitions = _k8s_definitions()
+    if definition not in definitions:
+        raise SchemaUnavailable(f"no definition {definition} in the Kubernetes OpenAPI")
+    schema = {"$ref": f"#/definitions/{definition}", "definitions": definitions}
+    return jsonschema.Draft4Validator(schema)
+
+
+@functools.lru_cache(maxsize=1)
+def _lws_validator() -> Any:
+    import jsonschema
+
+    path = lws_crd_path()
+    crd = yaml.safe_load(path.read_text(encoding="utf-8"))
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == "v1")
+    schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+    # metadata is validated by the API server, not by the CRD schema: keep it open.
+    schema["properties"]["metadata"] = {"type": "object"}
+    return jsonschema.Draft7Validator(schema)
+
+
+def validator_for(api_version: str, kind: str) -> Any:
+    """A ``jsonschema`` validator for a kind, or :class:`SchemaUnavailable`."""
+    if (api_version, kind) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
+        return _lws_validator()
+    definition = _BUILTIN.get((api_version, kind))
+    if definition is None:
+        raise SchemaUnavailable(f"no schema known for {api_version} {kind}")
+    return _k8s_validator(definition)
+
+
+def validate_object(obj: dict[str, Any]) -> list[str]:
+    """Every schema problem of one object as ``<path>: <message>`` (empty when valid)."""
+    api_version, kind = str(obj.get("apiVersion", "")), str(obj.get("kind", ""))
+    from llmaz.api import kind_for
+
+    model = kind_for(api_version, kind)
+    if model is not None:
+        from pydantic import ValidationError
+
+        try:
+            model.from_manifest(obj)
+        except ValidationError as exc:
+            return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        return []
+    validator = validator_for(api_version, kind)
+    problems = []
+    for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
+        path = ".".join(str(p) for p in error.absolute_path)
+        problems.append(f"{path}: {error.message}")
+    return problems
