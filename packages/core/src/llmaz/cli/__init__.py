@@ -34,6 +34,9 @@ def _register() -> None:
     from llmaz.cli.render import render
 
     app.command("render")(render)
+    from llmaz.cli import plugins as _plugins
+
+    _plugins.register(app)
 
 
 def main() -> None:

@@ -1,0 +1,151 @@
+"""``llmaz plugins ...`` and ``llmaz backends ...``; also attaches plugin-provided command groups.
+
+Plugins may add a command group through the entry-point group ``llmaz.cli`` (name = group name,
+value = a :class:`typer.Typer`), e.g. ``llmaz karpenter``. ``LLMAZ_DISABLED_PLUGINS`` and
+``LLMAZ_DISABLE_PLUGIN_AUTOLOAD`` apply to them as to the plugins themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import metadata
+from typing import Annotated
+
+import typer
+import yaml
+
+from llmaz.plugins import PluginManager
+from llmaz.plugins.catalog import supported_engines_markdown
+from llmaz.plugins.manager import ENV_DISABLED, ENV_NO_AUTOLOAD, parse_name_list
+
+CLI_ENTRY_POINT_GROUP = "llmaz.cli"
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Prints multi-line strings (shell scripts) as literal blocks."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_BlockDumper.add_representer(str, _str_representer)
+
+
+def dump_yaml(obj: object) -> str:
+    return yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False)
+
+plugins_app = typer.Typer(name="plugins", help="Installed llmaz plugins.", no_args_is_help=True)
+backends_app = typer.Typer(name="backends", help="Inference-engine backends.", no_args_is_help=True)
+
+
+@plugins_app.command("list")
+def list_plugins(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    strict: Annotated[bool, typer.Option(help="Exit 1 when a plugin failed to load.")] = False,
+) -> None:
+    """List plugins: name, kind, package, version, origin (builtin / third-party), status; then errors."""
+    manager = PluginManager.from_environment()
+    rows = [
+        {
+            "name": p.name,
+            "kind": p.kind,
+            "package": p.distribution or "-",
+            "version": p.version or "-",
+            "origin": p.origin,
+            "status": p.status,
+            "provides": ", ".join([*p.backends, *p.autoscalers]) or "-",
+        }
+        for p in manager.plugins
+    ]
+    errors = [str(e) for e in manager.errors]
+    if as_json:
+        typer.echo(json.dumps({"plugins": rows, "errors": errors}, indent=2))
+    else:
+        columns = ["name", "kind", "package", "version", "origin", "status", "provides"]
+        widths = {c: max([len(c), *(len(r[c]) for r in rows)]) for c in columns}
+        typer.echo("  ".join(c.upper().ljust(widths[c]) for c in columns).rstrip())
+        for row in rows:
+            typer.echo("  ".join(row[c].ljust(widths[c]) for c in columns).rstrip())
+        if errors:
+            typer.echo("\nerrors:")
+            for error in errors:
+                typer.echo(f"  {error}")
+    if strict and errors:
+        raise typer.Exit(1)
+
+
+@backends_app.command("show")
+def show_backend(
+    name: Annotated[str, typer.Argument(help="Backend name, e.g. vllm.")],
+    image: Annotated[str | None, typer.Option(help="Override the image repository.")] = None,
+    version: Annotated[str | None, typer.Option(help="Override the image tag.")] = None,
+) -> None:
+    """Print the BackendRuntime a backend plugin produces, as YAML."""
+    manager = PluginManager.from_environment()
+    backend = manager.get_backend(name)
+    if backend is None:
+        known = ", ".join(sorted(manager.backends)) or "none"
+        typer.echo(f"error: no backend {name!r} (installed: {known})", err=True)
+        for info in manager.plugins:
+            if info.name == name and info.status != "loaded":
+                typer.echo(
+                    f"  plugin {name!r} is {info.status}" + (f": {info.error}" if info.error else ""),
+                    err=True,
+                )
+        raise typer.Exit(1)
+    runtime = backend.backend_runtime(image=image, version=version)
+    typer.echo(dump_yaml(runtime.to_manifest()), nl=False)
+
+
+@backends_app.command("list")
+def list_backends() -> None:
+    """List backend names with their default image."""
+    manager = PluginManager.from_environment()
+    for name in sorted(manager.backends):
+        b = manager.backends[name]
+        typer.echo(f"{name}\t{b.image}:{b.version}")
+
+
+@backends_app.command("table")
+def backends_table(
+    builtin: Annotated[bool, typer.Option("--builtin/--all", help="Only first-party plugins.")] = True,
+) -> None:
+    """Print the supported-engines Markdown page (docs/reference/supported-engines.md)."""
+    typer.echo(supported_engines_markdown(PluginManager.from_environment(), builtin_only=builtin), nl=False)
+
+
+def _plugin_command_groups() -> list[tuple[str, typer.Typer]]:
+    if os.environ.get(ENV_NO_AUTOLOAD, "").strip().lower() in {"1", "true", "yes", "on"}:
+        return []
+    disabled = parse_name_list(os.environ.get(ENV_DISABLED))
+    groups: list[tuple[str, typer.Typer]] = []
+    for ep in sorted(metadata.entry_points(group=CLI_ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.name in disabled:
+            continue
+        try:
+            sub = ep.load()
+        except Exception as exc:  # a broken plugin never breaks the CLI
+            typer.echo(f"warning: command group {ep.name!r} from {ep.value} failed to load: {exc}", err=True)
+            continue
+        if isinstance(sub, typer.Typer):
+            groups.append((ep.name, sub))
+        else:
+            typer.echo(f"warning: command group {ep.name!r} ({ep.value}) is not a typer.Typer", err=True)
+    return groups
+
+
+_registered: set[int] = set()
+
+
+def register(app: typer.Typer) -> None:
+    """Attach ``plugins``, ``backends`` and every plugin command group to ``app`` (idempotent)."""
+    if id(app) in _registered:
+        return
+    _registered.add(id(app))
+    app.add_typer(plugins_app)
+    app.add_typer(backends_app)
+    for name, sub in _plugin_command_groups():
+        app.add_typer(sub, name=name)
