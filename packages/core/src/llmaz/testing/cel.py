@@ -1,0 +1,233 @@
+"""Offline evaluation of the CRDs' CEL rules (``x-kubernetes-validations``) with ``cel-python``.
+
+Mirrors what the API server does at admission, closely enough for unit tests: structural defaults
+are applied first, then every rule is evaluated on its node with ``self`` bound to the node's value.
+The small part of the Kubernetes CEL library the llmaz rules use is provided here: ``lowerAscii``
+(strings extension), ``quantity`` / ``isQuantity`` with ``compareTo``, ``isLessThan`` and
+``isGreaterThan`` (Kubernetes quantity library).
+
+Needs the ``cel-python`` package (in the repository's ``test`` dependency group)::
+
+    from llmaz.testing.cel import CelValidator
+    errors = CelValidator.for_kind(Playground).validate(manifest)   # [] when every rule holds
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import cache
+from typing import Any
+
+import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+
+from llmaz.api import KINDS, Resource, kind_for
+from llmaz.api._base import RULE_ID_KEY
+
+_QUANTITY_RE = re.compile(
+    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
+)
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+
+
+def parse_quantity(text: str) -> Decimal | None:
+    """The value of a Kubernetes quantity string, or None when it is not one."""
+    match = _QUANTITY_RE.match(text)
+    if not match:
+        return None
+    try:
+        number = Decimal(match["num"])
+    except InvalidOperation:
+        return None
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY:
+        return number * _BINARY[suffix]
+    if suffix in _DECIMAL:
+        return number * _DECIMAL[suffix]
+    return number * Decimal(10) ** Decimal(suffix[1:])
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """A CEL ``Quantity`` value (Kubernetes quantity library)."""
+
+    value: Decimal
+
+
+def _quantity(text: Any) -> Quantity:
+    parsed = parse_quantity(str(text))
+    if parsed is None:
+        raise ValueError(f"invalid quantity {text!r}")
+    return Quantity(parsed)
+
+
+def _is_quantity(text: Any) -> celtypes.BoolType:
+    return celtypes.BoolType(parse_quantity(str(text)) is not None)
+
+
+def _compare_to(left: Quantity, right: Quantity) -> celtypes.IntType:
+    return celtypes.IntType((left.value > right.value) - (left.value < right.value))
+
+
+def _is_less_than(left: Quantity, right: Quantity) -> celtypes.BoolType:
+    return celtypes.BoolType(left.value < right.value)
+
+
+def _is_greater_than(left: Quantity, right: Quantity) -> celtypes.BoolType:
+    return celtypes.BoolType(left.value > right.value)
+
+
+def _lower_ascii(text: Any) -> celtypes.StringType:
+    return celtypes.StringType("".join(c.lower() if c.isascii() else c for c in str(text)))
+
+
+KUBERNETES_FUNCTIONS: dict[str, Any] = {
+    "quantity": _quantity,
+    "isQuantity": _is_quantity,
+    "compareTo": _compare_to,
+    "isLessThan": _is_less_than,
+    "isGreaterThan": _is_greater_than,
+    "lowerAscii": _lower_ascii,
+}
+"""The Kubernetes CEL library functions the llmaz rules use."""
+
+
+@dataclass(frozen=True)
+class RuleFailure:
+    """One failed (or erroring) rule: where, which rule, and the message the API server would show."""
+
+    path: str
+    rule_id: str
+    message: str
+    rule: str
+    error: str | None = None
+
+
+def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
+    """A copy of ``value`` with the schema's defaults filled in, as the API server does."""
+    if isinstance(value, dict):
+        out = dict(value)
+        for prop, sub in schema.get("properties", {}).items():
+            if prop not in out and "default" in sub:
+                out[prop] = copy.deepcopy(sub["default"])
+            if prop in out:
+                out[prop] = apply_defaults(out[prop], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):
+            for key in list(out):
+                if key not in schema.get("properties", {}):
+                    out[key] = apply_defaults(out[key], extra)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [apply_defaults(item, schema["items"]) for item in value]
+    return value
+
+
+class CelValidator:
+    """Evaluates every CEL rule of one kind's CRD schema on manifests of that kind."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self._env = celpy.Environment()
+        self._programs: dict[str, Any] = {}
+
+    @classmethod
+    @cache
+    def for_kind(cls, kind: type[Resource]) -> CelValidator:
+        from llmaz.crdgen import internal_schema
+
+        return cls(internal_schema(kind))
+
+    def _program(self, rule: str) -> Any:
+        if rule not in self._programs:
+            self._programs[rule] = self._env.program(self._env.compile(rule), functions=KUBERNETES_FUNCTIONS)
+        return self._programs[rule]
+
+    def rules(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every (path, validation) pair of the schema."""
+        out: list[tuple[str, dict[str, Any]]] = []
+
+        def walk(node: dict[str, Any], path: str) -> None:
+            for rule in node.get("x-kubernetes-validations", ()):
+                out.append((path, rule))
+            for prop, sub in node.get("properties", {}).items():
+                walk(sub, f"{path}.{prop}" if path else prop)
+            for inner, suffix in (("items", "[]"), ("additionalProperties", ".*")):
+                sub = node.get(inner)
+                if isinstance(sub, dict):
+                    walk(sub, path + suffix)
+
+        walk(self.schema, "")
+        return out
+
+    def validate(self, manifest: dict[str, Any], *, defaults: bool = True) -> list[RuleFailure]:
+        """Failures of every rule on ``manifest`` (empty when all hold)."""
+        value = apply_defaults(manifest, self.schema) if defaults else manifest
+        failures: list[RuleFailure] = []
+        self._walk(value, self.schema, "", failures)
+        return failures
+
+    def _walk(self, value: Any, schema: dict[str, Any], path: str, failures: list[RuleFailure]) -> None:
+        for rule in schema.get("x-kubernetes-validations", ()):
+            failure = self._evaluate(value, rule, path)
+            if failure is not None:
+                failures.append(failure)
+        if isinstance(value, dict):
+            props = schema.get("properties", {})
+            extra = schema.get("additionalProperties")
+            for key, sub_value in value.items():
+                sub_path = f"{path}.{key}" if path else key
+                if key in props:
+                    self._walk(sub_value, props[key], sub_path, failures)
+                elif isinstance(extra, dict):
+                    self._walk(sub_value, extra, sub_path, failures)
+        elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+            for index, item in enumerate(value):
+                self._walk(item, schema["items"], f"{path}[{index}]", failures)
+
+    def _evaluate(self, value: Any, rule: dict[str, Any], path: str) -> RuleFailure | None:
+        expression = str(rule["rule"])
+        rule_id = str(rule.get(RULE_ID_KEY, expression))
+        try:
+            result = self._program(expression).evaluate({"self": json_to_cel(value)})
+        except Exception as exc:  # a rule that errors rejects the object, as in the API server
+            return RuleFailure(path, rule_id, str(rule["message"]), expression, error=repr(exc))
+        if isinstance(result, Exception):
+            return RuleFailure(path, rule_id, str(rule["message"]), expression, error=repr(result))
+        if bool(result):
+            return None
+        return RuleFailure(path, rule_id, str(rule["message"]), expression)
+
+
+def validate_manifest(manifest: dict[str, Any]) -> list[RuleFailure]:
+    """Evaluate the CEL rules of the manifest's kind (raises ValueError for non-llmaz kinds)."""
+    kind = kind_for(str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
+    if kind is None:
+        raise ValueError(f"not an llmaz kind: {manifest.get('apiVersion')} {manifest.get('kind')}")
+    return CelValidator.for_kind(kind).validate(manifest)
+
+
+def all_rule_ids() -> set[str]:
+    """Ids of every CEL rule of the four kinds."""
+    ids: set[str] = set()
+    for kind in KINDS:
+        for _path, rule in CelValidator.for_kind(kind).rules():
+            ids.add(str(rule[RULE_ID_KEY]))
+    return ids

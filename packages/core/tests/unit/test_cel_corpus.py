@@ -1,0 +1,145 @@
+"""The CEL rules of the CRDs, evaluated offline with cel-python on the invalid corpus and the examples."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from llmaz.api import kind_for, parse_manifest
+from llmaz.testing.cel import all_rule_ids, validate_manifest
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "invalid"
+CASES = sorted(CORPUS.glob("*.yaml"))
+
+
+def _load(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_corpus_is_big_enough_and_covers_every_rule() -> None:
+    assert len(CASES) >= 40
+    covered = {_load(path)["rule"] for path in CASES}
+    assert covered == all_rule_ids()
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_invalid_case_fails_exactly_its_rule(path: Path) -> None:
+    case = _load(path)
+    assert set(case) == {"rule", "expect", "object"}
+    obj = case["object"]
+    # schema-valid: only the CEL rule rejects it
+    model = parse_manifest(obj)
+    assert model.to_manifest() == json.loads(json.dumps(obj))
+    failures = validate_manifest(obj)
+    assert [f.rule_id for f in failures] == [case["rule"]], failures
+    assert failures[0].error is None, failures[0].error
+    assert case["expect"] in failures[0].message
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        pytest.param(
+            {"source": {"uri": uri}},
+            id=uri,
+        )
+        for uri in (
+            "oss://bucket.oss-cn-hangzhou.aliyuncs.com/models/qwen2",
+            "OSS://bucket.endpoint/m",
+            "s3://bucket/DeepSeek-R1-Distill-Qwen-1.5B",
+            "GCS://bucket/path/to/model",
+            "ollama://qwen2:0.5b",
+            "host:///mnt/models/qwen2",
+            "Host://mnt/models",
+        )
+    ],
+)
+def test_valid_uris_pass(manifest: dict[str, Any]) -> None:
+    obj = {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": "m"},
+        "spec": {"familyName": "f", **manifest},
+    }
+    assert validate_manifest(obj) == []
+
+
+def _playground(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Playground",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        {"modelClaim": {"modelName": "m"}, "elasticConfig": {"minReplicas": 2, "maxReplicas": 2}},
+        {"modelClaim": {"modelName": "m"}, "elasticConfig": {"maxReplicas": 1}},
+        {"modelClaims": {"models": [{"name": "a"}, {"name": "b", "role": "draft"}]}},
+        {"modelClaims": {"models": [{"name": "b", "role": "draft"}, {"name": "a", "role": "main"}]}},
+        {"modelClaims": {"models": [{"name": "a"}]}},
+        {
+            "modelClaim": {"modelName": "m"},
+            "backendRuntimeConfig": {
+                "resources": {
+                    "limits": {"cpu": "1", "memory": "16Gi", "nvidia.com/gpu": 1},
+                    "requests": {"cpu": "1000m", "memory": "16Gi", "ephemeral-storage": "1Ti"},
+                }
+            },
+        },
+        {
+            "modelClaim": {"modelName": "m"},
+            "backendRuntimeConfig": {
+                "resources": {"limits": {"memory": "1Gi"}, "requests": {"memory": "1G"}}
+            },
+        },
+    ],
+    ids=[
+        "min-equals-max",
+        "min-defaults-to-1",
+        "main-then-draft",
+        "draft-then-main",
+        "single-implicit-main",
+        "limits-equal-requests",
+        "gi-above-g",
+    ],
+)
+def test_valid_playground_edges_pass(spec: dict[str, Any]) -> None:
+    assert validate_manifest(_playground(**spec)) == []
+
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "docs" / "examples"
+
+
+def _example_manifests() -> list[tuple[str, dict[str, Any]]]:
+    out: list[tuple[str, dict[str, Any]]] = []
+    for path in sorted(EXAMPLES.rglob("*.yaml")):
+        if path.name == "index.yaml" and path.parent == EXAMPLES:
+            continue
+        for index, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if isinstance(doc, dict) and kind_for(str(doc.get("apiVersion", "")), str(doc.get("kind", ""))):
+                out.append((f"{path.relative_to(EXAMPLES)}#{index}", doc))
+    return out
+
+
+EXAMPLE_MANIFESTS = _example_manifests()
+
+
+def test_enough_example_manifests_are_checked() -> None:
+    assert len(EXAMPLE_MANIFESTS) >= 15
+
+
+@pytest.mark.parametrize("manifest", [m for _, m in EXAMPLE_MANIFESTS], ids=[i for i, _ in EXAMPLE_MANIFESTS])
+def test_example_round_trips_and_passes_every_rule(manifest: dict[str, Any]) -> None:
+    model = parse_manifest(manifest)
+    assert model.to_manifest() == json.loads(json.dumps(manifest))
+    assert validate_manifest(manifest) == []
