@@ -1,0 +1,67 @@
+"""Every documented example renders, matches its snapshot and validates against the real schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from render_helpers import EXAMPLES, example_files, load
+from syrupy.assertion import SnapshotAssertion
+
+from llmaz.cli.render import dump_yaml_stream
+from llmaz.plugins.manager import PluginManager
+from llmaz.render import render_manifests
+from llmaz.testing.schemas import SchemaUnavailable, validate_object
+
+FILES = example_files()
+IDS = [str(p.relative_to(EXAMPLES)) for p in FILES]
+
+# The examples llmaz-behaviour.md §11.5 lists must all be present.
+REQUIRED = {
+    "huggingface/playground.yaml",
+    "modelscope/playground.yaml",
+    "objstore-oss/playground.yaml",
+    "hostpath/playground.yaml",
+    "sglang/playground.yaml",
+    "llamacpp/playground.yaml",
+    "tgi/playground.yaml",
+    "tensorrt-llm/playground.yaml",
+    "ollama/playground.yaml",
+    "speculative-decoding/vllm/playground.yaml",
+    "speculative-decoding/llamacpp/playground.yaml",
+    "multi-nodes/service.yaml",
+    "hpa/playground.yaml",
+    "runai-streamer/playground-streaming-from-s3.yaml",
+    "envoy-ai-gateway/basic.yaml",
+}
+
+
+def test_every_required_example_exists() -> None:
+    assert set(IDS) >= REQUIRED
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_example_snapshot(path: Path, plugins: PluginManager, snapshot: SnapshotAssertion) -> None:
+    objects = render_manifests(load(path), plugins=plugins)
+    assert objects, "an example renders at least one object"
+    assert dump_yaml_stream(objects) == snapshot
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_example_objects_validate(path: Path, plugins: PluginManager) -> None:
+    problems = []
+    try:
+        for obj in render_manifests(load(path), plugins=plugins):
+            problems += [f"{obj['kind']}/{obj['metadata']['name']}: {p}" for p in validate_object(obj)]
+    except SchemaUnavailable as exc:
+        pytest.skip(str(exc))
+    assert problems == []
+
+
+@pytest.mark.parametrize("path", FILES, ids=IDS)
+def test_example_render_is_deterministic(path: Path, plugins: PluginManager) -> None:
+    docs = load(path)
+    assert dump_yaml_stream(render_manifests(docs, plugins=plugins)) == dump_yaml_stream(
+        render_manifests(load(path), plugins=plugins)
+    )
+    assert docs == load(path), "rendering never mutates its input"
