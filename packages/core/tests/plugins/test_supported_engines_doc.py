@@ -1,0 +1,34 @@
+"""docs/reference/supported-engines.md is generated from plugin metadata and must not drift.
+
+Regenerate with ``.venv/bin/llmaz backends table > docs/reference/supported-engines.md`` or run this
+test with ``LLMAZ_UPDATE_DOCS=1``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from llmaz.plugins import PluginManager
+from llmaz.plugins.catalog import supported_engines_markdown
+
+PAGE = Path(__file__).resolve().parents[4] / "docs" / "reference" / "supported-engines.md"
+
+
+def test_supported_engines_page_is_current() -> None:
+    manager = PluginManager.from_environment(environ={})
+    assert manager.errors == []
+    expected = supported_engines_markdown(manager)
+    if os.environ.get("LLMAZ_UPDATE_DOCS"):
+        PAGE.write_text(expected)
+    assert PAGE.read_text() == expected, (
+        "docs/reference/supported-engines.md is stale: run "
+        "`.venv/bin/llmaz backends table > docs/reference/supported-engines.md`"
+    )
+
+
+def test_every_backend_documents_its_flags() -> None:
+    manager = PluginManager.from_environment(environ={})
+    for name, backend in manager.backends.items():
+        assert backend.docs_url.startswith("https://"), name
+        assert backend.engine, name
