@@ -202,13 +202,13 @@ class Resource(ApiModel):
     @classmethod
     def from_manifest(cls, data: dict[str, Any]) -> Self:
         """Parse one manifest dict (as loaded from YAML/JSON) into a typed object."""
-        obj = cls.model_validate(data)
-        if obj.api_version != cls.api_version_string() or obj.kind != cls.kind_name():
+        api_version, kind = data.get("apiVersion"), data.get("kind")
+        if api_version != cls.api_version_string() or kind != cls.kind_name():
             raise ValueError(
                 f"expected apiVersion {cls.api_version_string()} kind {cls.kind_name()}, "
-                f"got apiVersion {obj.api_version} kind {obj.kind}"
+                f"got apiVersion {api_version} kind {kind}"
             )
-        return obj
+        return cls.model_validate(data)
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest dict: camelCase, only fields that were set (defaults stay implicit)."""

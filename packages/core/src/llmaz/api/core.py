@@ -226,7 +226,7 @@ class ModelSpec(ApiModel):
 class ModelStatus(ApiModel):
     """Observed state of an OpenModel."""
 
-    conditions: list[Condition] | None = None
+    conditions: list[Condition] | None = Field(default=None, max_length=16)
 
 
 class OpenModel(Resource):

@@ -137,7 +137,7 @@ class BackendRuntimeSpec(ApiModel):
 class BackendRuntimeStatus(ApiModel):
     """Observed state of a BackendRuntime."""
 
-    conditions: list[Condition] | None = None
+    conditions: list[Condition] | None = Field(default=None, max_length=16)
 
 
 class BackendRuntime(Resource):
