@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 
 from llmaz.plugins import PluginManager
-from llmaz.plugins.catalog import supported_engines_markdown
+from llmaz.plugins.catalog import hooks_markdown, supported_engines_markdown
 
 PAGE = Path(__file__).resolve().parents[4] / "docs" / "reference" / "supported-engines.md"
 
@@ -32,3 +32,17 @@ def test_every_backend_documents_its_flags() -> None:
     for name, backend in manager.backends.items():
         assert backend.docs_url.startswith("https://"), name
         assert backend.engine, name
+
+
+HOOKS_PAGE = PAGE.parents[1] / "plugins" / "hooks.md"
+
+
+def test_hooks_page_is_current() -> None:
+    expected = hooks_markdown()
+    if os.environ.get("LLMAZ_UPDATE_DOCS"):
+        HOOKS_PAGE.write_text(expected)
+    assert HOOKS_PAGE.read_text() == expected, (
+        "docs/plugins/hooks.md is stale: run `.venv/bin/llmaz plugins hooks > docs/plugins/hooks.md`"
+    )
+    assert "## `llmaz_register_backends`" in expected
+    assert "## `llmaz_register_autoscalers`" in expected

@@ -16,7 +16,7 @@ import typer
 import yaml
 
 from llmaz.plugins import PluginManager
-from llmaz.plugins.catalog import supported_engines_markdown
+from llmaz.plugins.catalog import hooks_markdown, supported_engines_markdown
 from llmaz.plugins.manager import ENV_DISABLED, ENV_NO_AUTOLOAD, parse_name_list
 
 CLI_ENTRY_POINT_GROUP = "llmaz.cli"
@@ -36,6 +36,7 @@ _BlockDumper.add_representer(str, _str_representer)
 
 def dump_yaml(obj: object) -> str:
     return yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False)
+
 
 plugins_app = typer.Typer(name="plugins", help="Installed llmaz plugins.", no_args_is_help=True)
 backends_app = typer.Typer(name="backends", help="Inference-engine backends.", no_args_is_help=True)
@@ -75,6 +76,12 @@ def list_plugins(
                 typer.echo(f"  {error}")
     if strict and errors:
         raise typer.Exit(1)
+
+
+@plugins_app.command("hooks")
+def hooks_reference() -> None:
+    """Print the hooks reference (docs/plugins/hooks.md) rendered from the hook specifications."""
+    typer.echo(hooks_markdown(), nl=False)
 
 
 @backends_app.command("show")
