@@ -86,6 +86,12 @@ class FlavorNotFound(RenderError):
     condition_reason = "FlavorNotFound"
 
 
+class InvalidFlavor(RenderError):
+    """A flavor param render needs (``NODES``, ``PP``...) has an unusable value."""
+
+    condition_reason = "InvalidFlavor"
+
+
 class MultiHostUnsupported(RenderError):
     """The selected flavor needs several nodes but the backend has no multi-host recipe."""
 
@@ -114,6 +120,7 @@ __all__ = [
     "BackendRuntimeNotFound",
     "ConfigNotFound",
     "FlavorNotFound",
+    "InvalidFlavor",
     "InvalidManifest",
     "InvalidModelClaims",
     "InvalidModelSource",

@@ -3,9 +3,10 @@
 Claimed flavors (``modelClaim(s).inferenceFlavors``, else all of the main model's flavors, in
 order) become a *required* node affinity with one OR'ed term per flavor's nodeSelector, plus
 *preferred* terms weighted by priority, so the stock kube-scheduler and Karpenter both honour the
-fallback order. Only flavors compatible with the selected one (same accelerator limits and params)
-are in the affinity: a pod sized for one flavor must not land on a node of another size. Flavors
-that differ are reached by the operator re-rendering with the next ``flavor``.
+fallback order. Only flavors compatible with the selected one (same accelerator limits and
+``TP``/``PP``/``NODES`` params) are in the affinity: a pod sized for one flavor must not land on
+a node of another size. Flavors that differ are reached by the operator re-rendering with the next
+``flavor``.
 """
 
 from __future__ import annotations
@@ -64,9 +65,14 @@ def select_flavor(flavors: Sequence[Flavor], name: str | None, *, field: str) ->
     )
 
 
+SHAPE_PARAMS = ("TP", "PP", "NODES")
+"""Params that change the pod itself (args, group size). Other params, such as INSTANCE-TYPE, are
+placement hints and do not make two flavors incompatible."""
+
+
 def _signature(f: Flavor) -> tuple[Any, ...]:
     limits = tuple(sorted((k, quantity.to_str(v)) for k, v in (f.limits or {}).items()))
-    params = tuple(sorted((f.params or {}).items()))
+    params = tuple(sorted((k, v) for k, v in (f.params or {}).items() if k in SHAPE_PARAMS))
     return limits, params
 
 

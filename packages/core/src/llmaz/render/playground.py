@@ -31,9 +31,9 @@ from llmaz.render.common import (
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     ConfigNotFound,
+    InvalidFlavor,
     InvalidManifest,
     MultiHostUnsupported,
-    RenderError,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
 from llmaz.render.quantity import to_str
@@ -87,11 +87,11 @@ def _int_param(flavor: Flavor | None, name: str, field: str) -> int | None:
     try:
         value = int(raw)
     except ValueError:
-        raise RenderError(
+        raise InvalidFlavor(
             field, f"param {name}={raw!r} of flavor {flavor.name if flavor else ''!r} is not an integer"
         ) from None
     if value < 1:
-        raise RenderError(
+        raise InvalidFlavor(
             field, f"param {name}={raw!r} of flavor {flavor.name if flavor else ''!r} must be >= 1"
         )
     return value
