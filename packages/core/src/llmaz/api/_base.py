@@ -15,7 +15,9 @@ from pydantic_core import CoreSchema
 RULE_ID_KEY = "x-llmaz-rule-id"
 """Private JSON-schema key naming a CEL rule; ``llmaz.crdgen`` strips it from the written CRDs."""
 
-CelReason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired", "FieldValueDuplicate"]
+CelReason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired"]
+"""Reasons a rule may report. Not FieldValueDuplicate: the API server renders that one without the
+rule's message, and the message is what users (and the e2e corpus) rely on."""
 
 
 @dataclass(frozen=True)

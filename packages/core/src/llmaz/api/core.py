@@ -195,7 +195,7 @@ class InferenceConfig(ApiModel):
             rule="!has(self.flavors) || self.flavors.all(f, self.flavors.exists_one(g, g.name == f.name))",
             message="flavor names must be unique",
             field_path=".flavors",
-            reason="FieldValueDuplicate",
+            reason="FieldValueInvalid",
             doc="Claims select flavors by name, so a duplicate would be ambiguous (not checked by llmaz).",
         ),
     )

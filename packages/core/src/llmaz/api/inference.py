@@ -117,7 +117,7 @@ class BackendRuntimeSpec(ApiModel):
             ),
             message="recommendedConfigs names must be unique",
             field_path=".recommendedConfigs",
-            reason="FieldValueDuplicate",
+            reason="FieldValueInvalid",
         ),
     )
 
