@@ -282,3 +282,65 @@ def test_api_reference_pages(generated: dict[Path, str]) -> None:
     )
     for kind in (OpenModel, Playground, Service):
         assert "metadata-name-dns-label" in pages[f"{kind.__name__.lower()}.md"]
+
+
+def _validator(crd: dict[str, Any]) -> Any:
+    import jsonschema
+
+    return jsonschema.Draft7Validator(_schema(crd))
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=lambda k: k.__name__)
+def test_defaults_are_valid_against_their_nodes(
+    kind: type[Resource], all_crds: dict[str, dict[str, Any]]
+) -> None:
+    import jsonschema
+
+    for path, node, in_junctor in _nodes(_schema(all_crds[kind.__name__])):
+        if "default" in node and not in_junctor:
+            assert not list(jsonschema.Draft7Validator(node).iter_errors(node["default"])), path
+
+
+def test_examples_and_corpus_are_schema_valid(all_crds: dict[str, dict[str, Any]]) -> None:
+    """Every documented example and invalid-corpus object passes the OpenAPI part of its CRD (the
+    corpus is meant to fail its CEL rule only), embedded pod templates included."""
+    docs: list[dict[str, Any]] = []
+    for path in sorted((REPO / "docs" / "examples").rglob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    for path in sorted((REPO / "packages" / "core" / "tests" / "corpus" / "invalid").glob("*.yaml")):
+        docs.append(yaml.safe_load(path.read_text())["object"])
+    checked = 0
+    for doc in docs:
+        kind = str(doc.get("kind"))
+        if kind not in all_crds or not str(doc.get("apiVersion", "")).startswith(
+            all_crds[kind]["spec"]["group"] + "/"
+        ):
+            continue
+        errors = [e.message for e in _validator(all_crds[kind]).iter_errors(doc)]
+        assert errors == [], (doc["metadata"], errors)
+        checked += 1
+    assert checked >= 60
+
+
+def test_bad_pod_template_is_rejected_by_the_schema(all_crds: dict[str, dict[str, Any]]) -> None:
+    service = {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Service",
+        "metadata": {"name": "s"},
+        "spec": {
+            "modelClaims": {"models": [{"name": "m"}]},
+            "workloadTemplate": {
+                "workerTemplate": {
+                    "spec": {"containers": [{"name": "model-runner", "ports": [{"containerPort": "http"}]}]}
+                }
+            },
+        },
+    }
+    errors = list(_validator(all_crds["Service"]).iter_errors(service))
+    assert errors, "containerPort must be an integer"
+    del service["spec"]["workloadTemplate"]["workerTemplate"]["spec"]["containers"][0]["name"]
+    service["spec"]["workloadTemplate"]["workerTemplate"]["spec"]["containers"][0]["ports"] = []
+    assert any(
+        "'name' is a required property" in e.message
+        for e in _validator(all_crds["Service"]).iter_errors(service)
+    )
