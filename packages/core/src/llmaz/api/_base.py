@@ -115,14 +115,22 @@ class Condition(ApiModel):
     """A ``metav1.Condition``: one aspect of an object's observed state."""
 
     type: str = Field(
+        description="Condition type in CamelCase, e.g. Available.",
         max_length=316,
         pattern=r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$",
     )
-    status: ConditionStatus
-    reason: str = Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")
-    message: str = Field(max_length=32768)
-    last_transition_time: datetime
-    observed_generation: int | None = Field(default=None, ge=0)
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: str = Field(
+        min_length=1,
+        max_length=1024,
+        pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$",
+        description="Machine-readable reason of the last transition, in CamelCase.",
+    )
+    message: str = Field(max_length=32768, description="Human-readable details.")
+    last_transition_time: datetime = Field(description="When the status last changed.")
+    observed_generation: int | None = Field(
+        default=None, ge=0, description="metadata.generation the condition was set for."
+    )
 
 
 Scope = Literal["Namespaced", "Cluster"]

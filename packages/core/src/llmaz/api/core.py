@@ -226,7 +226,9 @@ class ModelSpec(ApiModel):
 class ModelStatus(ApiModel):
     """Observed state of an OpenModel."""
 
-    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    conditions: list[Condition] | None = Field(
+        default=None, max_length=16, description="Latest observations of the model."
+    )
 
 
 class OpenModel(Resource):

@@ -70,8 +70,12 @@ class ResourceRequirements(ApiModel):
 class HPATrigger(ApiModel):
     """Metrics and behaviour of the HorizontalPodAutoscaler created for a Playground."""
 
-    metrics: list[MetricSpec] | None = Field(default=None, max_length=16)
-    behavior: HorizontalPodAutoscalerBehavior | None = None
+    metrics: list[MetricSpec] | None = Field(
+        default=None, max_length=16, description="autoscaling/v2 metrics the HPA scales on."
+    )
+    behavior: HorizontalPodAutoscalerBehavior | None = Field(
+        default=None, description="Scale-up/down policies; the HPA defaults when unset."
+    )
 
 
 class ScaleTrigger(ApiModel):
@@ -126,9 +130,9 @@ class BackendRuntimeSpec(ApiModel):
     version: str = Field(min_length=1, max_length=128, description="Image tag.")
     envs: list[EnvVar] | None = Field(default=None, max_length=128, description="Container env.")
     lifecycle: Lifecycle | None = Field(default=None, description="postStart / preStop hooks.")
-    liveness_probe: Probe | None = None
-    readiness_probe: Probe | None = None
-    startup_probe: Probe | None = None
+    liveness_probe: Probe | None = Field(default=None, description="Liveness probe of the model-runner.")
+    readiness_probe: Probe | None = Field(default=None, description="Readiness probe of the model-runner.")
+    startup_probe: Probe | None = Field(default=None, description="Startup probe of the model-runner.")
     recommended_configs: list[RecommendedConfig] | None = Field(
         default=None, max_length=16, description="Named presets; Playgrounds pick one by configName."
     )
@@ -137,7 +141,9 @@ class BackendRuntimeSpec(ApiModel):
 class BackendRuntimeStatus(ApiModel):
     """Observed state of a BackendRuntime."""
 
-    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    conditions: list[Condition] | None = Field(
+        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+    )
 
 
 class BackendRuntime(Resource):
@@ -238,7 +244,9 @@ class PlaygroundSpec(ApiModel):
 class PlaygroundStatus(ApiModel):
     """Observed state of a Playground."""
 
-    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    conditions: list[Condition] | None = Field(
+        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+    )
     replicas: int = Field(default=0, ge=0, description="Ready replicas of the inference Service.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
 
@@ -280,7 +288,10 @@ class SubGroupPolicyType(StrEnum):
 class SubGroupPolicy(ApiModel):
     """Splits a pod group into sub-groups (LeaderWorkerSet)."""
 
-    sub_group_policy_type: SubGroupPolicyType = SubGroupPolicyType.LEADER_WORKER
+    sub_group_policy_type: SubGroupPolicyType = Field(
+        default=SubGroupPolicyType.LEADER_WORKER,
+        description="LeaderWorker: the leader joins a sub-group; LeaderExcluded: it does not.",
+    )
     sub_group_size: int | None = Field(default=None, ge=1, le=1024, description="Pods per sub-group.")
 
 
@@ -339,7 +350,9 @@ class RollingUpdateConfiguration(ApiModel):
 class RolloutStrategy(ApiModel):
     """How the LeaderWorkerSet rolls out changes."""
 
-    type: RolloutStrategyType = RolloutStrategyType.ROLLING_UPDATE
+    type: RolloutStrategyType = Field(
+        default=RolloutStrategyType.ROLLING_UPDATE, description="Rollout strategy type (RollingUpdate)."
+    )
     rolling_update_configuration: RollingUpdateConfiguration | None = None
 
 
@@ -355,7 +368,9 @@ class ServiceSpec(ApiModel):
 class ServiceStatus(ApiModel):
     """Observed state of an inference Service."""
 
-    conditions: list[Condition] | None = Field(default=None, max_length=16)
+    conditions: list[Condition] | None = Field(
+        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+    )
     replicas: int = Field(default=0, ge=0, description="Ready pod groups.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
 
