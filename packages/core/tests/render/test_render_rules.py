@@ -1,0 +1,176 @@
+"""Focused tests of the render rules: sources, templating, merges, purity."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from render_helpers import StandInBackend, hub, model, one, playground, runner, templates
+
+from llmaz.api import Service
+from llmaz.render import (
+    InvalidModelSource,
+    infer_config_name,
+    render_playground,
+    render_service,
+)
+from llmaz.render.models import resolve_claims
+from llmaz.render.templating import render_args
+
+
+def render_all(pg: Any, models: list[Any], **kw: Any) -> list[dict[str, Any]]:
+    backend = StandInBackend()
+    rendered = render_playground(pg, models, backend.backend_runtime(), backend=backend, **kw)
+    svc = Service.from_manifest(rendered.objects[0])
+    return [rendered.objects[0], *render_service(svc, models, backend=backend).objects]
+
+
+def worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return templates(one(objs, "LeaderWorkerSet"))[-1]
+
+
+@pytest.mark.parametrize(
+    "arg", ["{{ .ModelPath }}", "{{.ModelPath}}", "{{  .ModelPath}}", "x={{ .ModelPath }},y={{.ModelName}}"]
+)
+def test_placeholder_spacing_variants(arg: str) -> None:
+    out = render_args([arg], {"ModelPath": "/p", "ModelName": "n"}, config="c", field="f")
+    assert "{{" not in out[0]
+    assert "/p" in out[0]
+
+
+def test_placeholder_without_dot_is_left_alone() -> None:
+    assert render_args(["{{ ModelPath }}"], {"ModelPath": "/p"}, config="c", field="f") == ["{{ ModelPath }}"]
+
+
+def test_pvc_source_is_mounted_read_only_without_loader() -> None:
+    objs = render_all(
+        playground("p", {"modelClaim": {"modelName": "m"}}), [model("m", {"uri": "pvc://weights/qwen2"})]
+    )
+    t = worker(objs)
+    assert "initContainers" not in t["spec"]
+    assert {"name": "model-volume", "persistentVolumeClaim": {"claimName": "weights", "readOnly": True}} in t[
+        "spec"
+    ]["volumes"]
+    assert runner(t)["args"][1] == "/workspace/models/model-volume/qwen2"
+
+
+def test_ollama_source_has_no_loader_and_no_volume() -> None:
+    objs = render_all(
+        playground("p", {"modelClaim": {"modelName": "m"}}), [model("m", {"uri": "ollama://qwen2:0.5b"})]
+    )
+    t = worker(objs)
+    assert "initContainers" not in t["spec"]
+    assert all(not v["name"].startswith("model-volume") for v in t["spec"].get("volumes", []))
+    assert runner(t)["args"][:4] == ["--model", "qwen2:0.5b", "--name", "qwen2:0.5b"]
+
+
+def test_skip_loader_passes_hub_id_and_injects_token_references() -> None:
+    pg = playground(
+        "p", {"modelClaim": {"modelName": "m"}}, annotations={"llmaz.io/skip-model-loader": "true"}
+    )
+    objs = render_all(pg, [model("m", hub("org/repo"))])
+    svc = objs[0]
+    assert svc["metadata"]["annotations"] == {"llmaz.io/skip-model-loader": "true"}
+    t = worker(objs)
+    assert "initContainers" not in t["spec"]
+    c = runner(t)
+    assert c["args"][1] == "org/repo"
+    env = {e["name"]: e for e in c["env"]}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+        "name": "modelhub-secret",
+        "key": "HF_TOKEN",
+        "optional": True,
+    }
+
+
+def test_modelscope_loader_inputs() -> None:
+    objs = render_all(
+        playground("p", {"modelClaim": {"modelName": "m"}}),
+        [
+            model(
+                "m",
+                {"modelHub": {"name": "ModelScope", "modelID": "AI-ModelScope/opt-125", "revision": "v1"}},
+            )
+        ],
+    )
+    env = {e["name"]: e.get("value") for e in worker(objs)["spec"]["initContainers"][0]["env"]}
+    assert env["MODEL_HUB_NAME"] == "ModelScope"
+    assert env["REVISION"] == "v1"
+    assert env["MODEL_LOCAL_PATH"] == "/workspace/models/models--AI-ModelScope--opt-125"
+
+
+def test_unknown_uri_protocol_is_a_typed_error() -> None:
+    with pytest.raises(InvalidModelSource) as err:
+        render_all(playground("p", {"modelClaim": {"modelName": "m"}}), [model("m", {"uri": "ftp://x/y"})])
+    assert err.value.field == "spec.modelClaim.modelName"
+
+
+def test_main_model_first_whatever_the_order_and_config_inferred() -> None:
+    models = [model("main", hub("o/main")), model("draft", hub("o/draft"))]
+    pg = playground(
+        "p",
+        {"modelClaims": {"models": [{"name": "draft", "role": "draft"}, {"name": "main", "role": "main"}]}},
+    )
+    claimed = resolve_claims(pg.spec.model_claim, pg.spec.model_claims, models)
+    assert [s.name for s in claimed.sources] == ["main", "draft"]
+    assert infer_config_name(pg, claimed) == "speculative-decoding"
+    objs = render_all(pg, models)
+    t = worker(objs)
+    assert runner(t)["args"] == [
+        "--model",
+        "/workspace/models/models--o--main",
+        "--draft",
+        "/workspace/models/models--o--draft",
+    ]
+    assert [i["name"] for i in t["spec"]["initContainers"]] == ["model-loader", "model-loader-1"]
+    assert objs[0]["spec"]["modelClaims"]["models"][0] == {"name": "main", "role": "main"}
+
+
+def test_resources_override_per_key_and_limit_raised_to_request() -> None:
+    pg = playground(
+        "p",
+        {
+            "modelClaim": {"modelName": "m"},
+            "backendRuntimeConfig": {
+                "backendName": "standin",
+                "resources": {"requests": {"cpu": "8"}, "limits": {"memory": "2Gi"}},
+                "sharedMemorySize": "4Gi",
+                "version": "2.0",
+                "args": ["--extra"],
+            },
+        },
+    )
+    objs = render_all(pg, [model("m", hub("o/m"))])
+    c = runner(worker(objs))
+    assert c["resources"] == {
+        "limits": {"cpu": "8", "memory": "4Gi"},
+        "requests": {"cpu": "8", "memory": "4Gi"},
+    }
+    assert c["image"] == "example.com/standin:2.0"
+    assert c["args"][-1] == "--extra"
+    dshm = next(v for v in worker(objs)["spec"]["volumes"] if v["name"] == "dshm")
+    assert dshm["emptyDir"]["sizeLimit"] == "4Gi"
+
+
+def test_render_does_not_mutate_its_inputs() -> None:
+    models = [
+        model("m", hub("o/m"), [{"name": "f", "limits": {"nvidia.com/gpu": 1}, "nodeSelector": {"a": "b"}}])
+    ]
+    pg = playground("p", {"modelClaim": {"modelName": "m"}}, namespace="ns")
+    br = StandInBackend().backend_runtime()
+    snapshot = (
+        copy.deepcopy(pg.model_dump()),
+        copy.deepcopy(br.model_dump()),
+        copy.deepcopy(models[0].model_dump()),
+    )
+    render_all(pg, models)
+    render_playground(pg, models, br)
+    assert (pg.model_dump(), br.model_dump(), models[0].model_dump()) == snapshot
+
+
+def test_children_stay_in_the_owner_namespace() -> None:
+    objs = render_all(
+        playground("p", {"modelClaim": {"modelName": "m"}}, namespace="team-a"), [model("m", hub("o/m"))]
+    )
+    assert {o["metadata"]["namespace"] for o in objs} == {"team-a"}
