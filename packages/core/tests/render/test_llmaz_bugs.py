@@ -68,7 +68,7 @@ def test_bug02_claims_need_exactly_one_main_model() -> None:
 @pytest.mark.parametrize("skip", [False, True])
 def test_bug03_host_model_has_one_volume_and_is_always_mounted(skip: bool) -> None:
     m = model("h", {"uri": "host:///models/qwen"}, GPU_FLAVORS[:1])
-    ann = {"annotations": {"llmaz.io/skip-model-loader": "true"}} if skip else {}
+    ann: dict[str, Any] = {"annotations": {"llmaz.io/skip-model-loader": "true"}} if skip else {}
     objs = full_render(playground("p", {"modelClaim": {"modelName": "h"}}, **ann), [m])
     for t in templates(one(objs, "LeaderWorkerSet")):
         names = [v["name"] for v in t["spec"]["volumes"]]
