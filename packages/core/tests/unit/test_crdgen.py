@@ -193,7 +193,12 @@ def test_defaults_enums_and_bounds(all_crds: dict[str, dict[str, Any]]) -> None:
     svc = _schema(all_crds["Service"])["properties"]["spec"]
     assert set(svc["required"]) == {"modelClaims", "workloadTemplate"}
     wt = svc["properties"]["workloadTemplate"]["properties"]
-    assert wt["restartPolicy"]["enum"] == ["Default", "RecreateGroupOnPodRestart", "None"]
+    assert wt["restartPolicy"]["enum"] == [
+        "Default",
+        "RecreateGroupOnPodRestart",
+        "RecreateGroupAfterStart",
+        "None",
+    ]
     assert wt["restartPolicy"]["default"] == "RecreateGroupOnPodRestart"
     rolling = svc["properties"]["rolloutStrategy"]["properties"]["rollingUpdateConfiguration"]["properties"]
     assert rolling["maxUnavailable"]["x-kubernetes-int-or-string"] is True

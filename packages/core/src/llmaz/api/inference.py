@@ -275,8 +275,11 @@ class Playground(Resource):
 
 
 class RestartPolicy(StrEnum):
+    """LeaderWorkerSet group restart policy (the values of LWS v0.10)."""
+
     DEFAULT = "Default"
     RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
+    RECREATE_GROUP_AFTER_START = "RecreateGroupAfterStart"
     NONE = "None"
 
 
