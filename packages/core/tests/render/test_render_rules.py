@@ -174,3 +174,36 @@ def test_children_stay_in_the_owner_namespace() -> None:
         playground("p", {"modelClaim": {"modelName": "m"}}, namespace="team-a"), [model("m", hub("o/m"))]
     )
     assert {o["metadata"]["namespace"] for o in objs} == {"team-a"}
+
+
+def test_vllm_playground_on_a_two_node_flavor_uses_the_plugin_recipe(plugins: Any) -> None:
+    backend = plugins.get_backend("vllm")
+    flavors = [
+        {
+            "name": "a100x8x2",
+            "limits": {"nvidia.com/gpu": 8},
+            "nodeSelector": {"gpu": "a100"},
+            "params": {"TP": "8", "PP": "2"},
+        }
+    ]
+    models = [model("big", hub("meta-llama/Llama-3.1-405B-Instruct"), flavors)]
+    rendered = render_playground(
+        playground("big", {"modelClaim": {"modelName": "big"}}),
+        models,
+        backend.backend_runtime(),
+        backend=backend,
+    )
+    assert rendered.config_name == "multi-host"
+    svc = Service.from_manifest(rendered.objects[0])
+    lws = one(render_service(svc, models, backend=backend).objects, "LeaderWorkerSet")
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert lwt["size"] == 2
+    leader, worker_c = runner(lwt["leaderTemplate"]), runner(lwt["workerTemplate"])
+    assert "ray start --head" in leader["args"][0]
+    assert "--tensor-parallel-size 8" in leader["args"][0] or "8" in leader["args"][0]
+    assert "$(LWS_LEADER_ADDRESS)" in worker_c["args"][0]
+    assert "readinessProbe" in leader
+    assert "readinessProbe" not in worker_c
+    for t in (lwt["leaderTemplate"], lwt["workerTemplate"]):
+        assert runner(t)["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert t["metadata"]["labels"]["llmaz.io/model-name"] == "big"

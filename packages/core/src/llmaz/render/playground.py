@@ -240,13 +240,18 @@ def render_playground(
         )
     flavors = list(claimed.flavors)
     selected = flavor_mod.select_flavor(flavors, flavor, field=claimed.flavors_field)
+    recipe = backend.multi_host_recipe() if backend is not None else None
+    size = group_size(selected, recipe, claimed.flavors_field)
     config_name = infer_config_name(playground, claimed)
     explicit_config = brc is not None and bool(brc.config_name)
+    if size > 1 and recipe is not None and not explicit_config:
+        # resources and shared memory of a multi-host group come from the recipe's config
+        names = {c.name for c in backend_runtime.spec.recommended_configs or []}
+        if recipe.config_name in names:
+            config_name = recipe.config_name
     config = _find_config(backend_runtime, config_name, explicit_config)
 
     variables, hints = template_variables(claimed, selected, skip_loader)
-    recipe = backend.multi_host_recipe() if backend is not None else None
-    size = group_size(selected, recipe, claimed.flavors_field)
 
     br_spec = backend_runtime.spec
     version = (brc.version if brc is not None and brc.version else None) or br_spec.version
