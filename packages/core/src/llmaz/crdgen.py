@@ -320,13 +320,32 @@ def strip_private(node: Any) -> Any:
     return node
 
 
+def _tidy(node: Any) -> Any:
+    """Schema keywords in alphabetical order (as controller-gen writes them); properties keep the
+    order of the model's fields."""
+    if isinstance(node, list):
+        return [_tidy(v) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key in sorted(node):
+        value = node[key]
+        if key == "properties":
+            out[key] = {prop: _tidy(sub) for prop, sub in value.items()}
+        elif key in ("default", "enum", "x-kubernetes-validations", "required", "x-kubernetes-list-map-keys"):
+            out[key] = value
+        else:
+            out[key] = _tidy(value)
+    return out
+
+
 def crd_name(kind: type[Resource]) -> str:
     return f"{kind.plural}.{kind.group}"
 
 
 def crd(kind: type[Resource], openapi: KubernetesOpenAPI | None = None) -> dict[str, Any]:
     """The CustomResourceDefinition of one kind, as a dict."""
-    schema = strip_private(internal_schema(kind, openapi))
+    schema = _tidy(strip_private(internal_schema(kind, openapi)))
     names: dict[str, Any] = {
         "kind": kind.kind_name(),
         "listKind": f"{kind.kind_name()}List",
