@@ -200,7 +200,7 @@ def test_vllm_playground_on_a_two_node_flavor_uses_the_plugin_recipe(plugins: An
     assert lwt["size"] == 2
     leader, worker_c = runner(lwt["leaderTemplate"]), runner(lwt["workerTemplate"])
     assert "ray start --head" in leader["args"][0]
-    assert "--tensor-parallel-size 8" in leader["args"][0] or "8" in leader["args"][0]
+    assert "--tensor-parallel-size 8 --pipeline-parallel-size 2" in leader["args"][0]
     assert "$(LWS_LEADER_ADDRESS)" in worker_c["args"][0]
     assert "readinessProbe" in leader
     assert "readinessProbe" not in worker_c
