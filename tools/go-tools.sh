@@ -10,11 +10,11 @@
 # Env: GO_TOOLS_CACHE (default ~/.cache/llmaz/go-tools), GO_TOOLS_KEEP_CACHE=1 keeps GOCACHE.
 set -euo pipefail
 HELM_V=v4.2.4
-UNTT_V=v1.1.0
+UNTT_V=v1.1.2   # v1.1.0 is not served by proxy.golang.org (403); v1.1.2 is
 KWOK_V=v0.8.0
-LWS_V=v0.10.0
+LWS_V=v0.9.0    # v0.10.x is not served by proxy.golang.org (403); v0.9.0 uses k8s libs v0.36.2
 K8S_V=v1.36.3
-RECIPE=3  # bump when the build steps below change
+RECIPE=4  # bump when the build steps below change
 
 command -v go >/dev/null || { echo "[go-tools] go toolchain missing: install Go >= 1.26" >&2; exit 3; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
@@ -37,7 +37,14 @@ avail=$(df -Pk "$ROOT" | awk 'NR==2{print int($4/1048576)}')
 (( avail >= 10 )) || { echo "[go-tools] need >= 10 GiB free under $ROOT (have ${avail} GiB)" >&2; exit 1; }
 TOTAL=$SECONDS
 t() { local name=$1; shift; local s=$SECONDS; "$@"; echo "[go-tools] built $name in $((SECONDS-s))s" >&2; }
-moddir() { go mod download -json "$1" | jq -r ".$2"; }
+moddir() {
+  local j
+  if ! j=$(go mod download -json "$1"); then
+    echo "[go-tools] cannot download $1: $(jq -r .Error <<<"$j" 2>/dev/null)" >&2
+    return 1
+  fi
+  jq -r ".$2" <<<"$j"
+}
 
 # helm v4: plain go install (no replace directives in its go.mod)
 t helm env GOBIN="$BIN" go install \
@@ -68,10 +75,10 @@ rm -f "$OUT/manifests/kwok-stages/kustomization.yaml"
 chmod -R u+w "$OUT/manifests"
 
 # LeaderWorkerSet controller + its CRDs and webhook manifests (data stays in the cache, not in git)
-tmp=$(mktemp -d)
-t lws env GOBIN="$tmp" go install -ldflags "-s -w" "sigs.k8s.io/lws/cmd@$LWS_V"
-mv "$tmp/cmd" "$BIN/lws-controller"; rmdir "$tmp"
+# (built inside the downloaded module: `go install ...@version` also lists the module's versions to
+# check deprecation, and proxy.golang.org answers 403 for sigs.k8s.io/lws/@v/list)
 d=$(moddir "sigs.k8s.io/lws@$LWS_V" Dir)
+t lws bash -c "cd '$d' && go build -ldflags '-s -w' -o '$BIN/lws-controller' ./cmd"
 mkdir -p "$OUT/manifests/lws"
 install -m644 "$d"/config/crd/bases/*.yaml "$OUT/manifests/lws/"
 install -m644 "$d/config/webhook/manifests.yaml" "$OUT/manifests/lws-webhooks.yaml"
