@@ -32,6 +32,9 @@ def _register() -> None:
     """Attach every command module. Keep one line per module."""
     # command modules register themselves below (one import each)
     import llmaz.cli.crds  # noqa: F401
+    from llmaz.cli.demo import demo
+
+    app.command()(demo)
     from llmaz.cli.render import render
 
     app.command("render")(render)

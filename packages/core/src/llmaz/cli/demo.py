@@ -1,0 +1,512 @@
+"""``llmaz demo``: a real control plane with fake GPU nodes, serving the example models.
+
+Boots tier B of :mod:`llmaz.testing.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
+KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz CRDs, applies example
+OpenModels and Playgrounds for several backends and flavors, then applies the workloads llmaz
+renders for them and shows them being scheduled by flavor and becoming Available. KWOK pods are
+fake: the scheduling, the controllers and the API are real, no container runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from llmaz.testing.cluster import (
+    DEFAULT_NODE_POOLS,
+    POOL_LABEL,
+    STATE_FILE,
+    ControlPlane,
+    ControlPlaneError,
+    NodePool,
+    go_tools_root,
+    repo_root,
+)
+
+__all__ = ["DEMO_EXAMPLES", "DEMO_NODE_POOLS", "DemoError", "demo", "llmaz_crd_documents"]
+
+# Several backends and flavors: vLLM (L4 preferred, A100 fallback), SGLang on L4, llama.cpp on CPU and
+# a multi-host SGLang LeaderWorkerSet spanning two 8x A100 nodes.
+DEMO_EXAMPLES: tuple[str, ...] = (
+    "huggingface/playground.yaml",
+    "sglang/playground.yaml",
+    "llamacpp/playground.yaml",
+    "multi-nodes/service.yaml",
+)
+# One A100 node more than the multi-host example needs, so the vLLM fallback flavor has room.
+DEMO_NODE_POOLS: tuple[NodePool, ...] = tuple(
+    NodePool(p.name, 3, p.gpus, p.gpu_product, p.instance_type, p.cpu, p.memory) if p.name == "a100" else p
+    for p in DEFAULT_NODE_POOLS
+)
+LLMAZ_GROUPS = ("llmaz.io", "inference.llmaz.io")
+
+
+class DemoError(RuntimeError):
+    """A demo step failed; the message says which and why."""
+
+
+# ------------------------------------------------------------------------------------- inputs
+
+
+def llmaz_crd_documents(root: Path | None = None, helm: Path | None = None) -> list[dict[str, Any]]:
+    """The llmaz CRDs from ``charts/llmaz/charts/crds/templates`` (rendered by helm if templated)."""
+    chart = (root or repo_root()) / "charts" / "llmaz" / "charts" / "crds"
+    files = sorted((chart / "templates").glob("*.yaml"))
+    if not files:
+        raise DemoError(f"no CRDs under {chart / 'templates'}: generate them first (nox -s crds)")
+    if any("{{" in f.read_text() for f in files):
+        helm = helm or go_tools_root() / "bin" / "helm"
+        res = subprocess.run(
+            [str(helm), "template", "llmaz-crds", str(chart)], capture_output=True, text=True, check=False
+        )
+        if res.returncode != 0:
+            raise DemoError(f"helm template {chart} failed:\n{res.stderr}")
+        docs = list(yaml.safe_load_all(res.stdout))
+    else:
+        docs = [d for f in files for d in yaml.safe_load_all(f.read_text())]
+    crds = [d for d in docs if isinstance(d, dict) and d.get("kind") == "CustomResourceDefinition"]
+    if not crds:
+        raise DemoError(f"{chart} holds no CustomResourceDefinition")
+    return crds
+
+
+def load_examples(paths: Sequence[Path]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        if not path.is_file():
+            raise DemoError(f"example {path} does not exist")
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if isinstance(d, dict)]
+    return docs
+
+
+def _group(api_version: str) -> str:
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+@dataclass
+class Workload:
+    """One example, as the table shows it."""
+
+    name: str
+    model: str
+    backend: str
+    flavors: list[str]
+    node_selectors: list[dict[str, str]] = field(default_factory=list)
+
+
+def describe(docs: Sequence[Mapping[str, Any]]) -> dict[str, Workload]:
+    """Map Playground/Service name -> what it serves (model, backend, flavors)."""
+    models = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "OpenModel"}
+    out: dict[str, Workload] = {}
+    for d in docs:
+        kind, group = d.get("kind"), _group(str(d.get("apiVersion", "")))
+        if group != "inference.llmaz.io" or kind not in ("Playground", "Service"):
+            continue
+        spec = d.get("spec", {})
+        name = d["metadata"]["name"]
+        if kind == "Playground":
+            claim = spec.get("modelClaim") or {}
+            model_name = claim.get("modelName") or next(
+                (m.get("name") for m in (spec.get("modelClaims") or {}).get("models", [])), "?"
+            )
+            wanted = claim.get("inferenceFlavors") or (spec.get("modelClaims") or {}).get("inferenceFlavors")
+            backend = (spec.get("backendRuntimeConfig") or {}).get("backendName") or "vllm"
+        else:
+            claims = spec.get("modelClaims") or {}
+            model_name = next((m.get("name") for m in claims.get("models", [])), "?")
+            wanted = claims.get("inferenceFlavors")
+            images = [
+                c.get("image", "")
+                for tpl in ("leaderTemplate", "workerTemplate")
+                for c in ((spec.get("workloadTemplate") or {}).get(tpl) or {})
+                .get("spec", {})
+                .get("containers", [])
+            ]
+            backend = next((i.split("/")[-1].split(":")[0] for i in images if i), "custom")
+            backend = f"{backend} (multi-host)"
+        flavors = ((models.get(model_name) or {}).get("spec", {}).get("inferenceConfig") or {}).get(
+            "flavors"
+        ) or []
+        if wanted:
+            flavors = [f for f in flavors if f.get("name") in wanted]
+        out[name] = Workload(
+            name=name,
+            model=str(model_name),
+            backend=str(backend),
+            flavors=[str(f.get("name")) for f in flavors] or ["(none: any node)"],
+            node_selectors=[dict(f.get("nodeSelector") or {}) for f in flavors if f.get("nodeSelector")],
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------ cluster ops
+
+
+class Cluster:
+    """kubectl against either our control plane or an existing cluster."""
+
+    def __init__(self, kubectl: Path, kubeconfig: Path, namespace: str) -> None:
+        self.kubectl_path = kubectl
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+
+    def run(
+        self,
+        *args: str,
+        input: str | None = None,
+        check: bool = True,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and res.returncode != 0:
+            raise DemoError(f"kubectl {' '.join(args[:3])} … failed:\n{res.stderr.strip()}")
+        return res
+
+    def apply(self, docs: Sequence[Mapping[str, Any]], *, namespaced: bool = True) -> list[dict[str, Any]]:
+        if not docs:
+            return []
+        extra = ["-n", self.namespace] if namespaced else []
+        res = self.run(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=llmaz-demo",
+            "-o",
+            "json",
+            *extra,
+            "-f",
+            "-",
+            input=yaml.safe_dump_all([dict(d) for d in docs], sort_keys=False),
+        )
+        out = json.loads(res.stdout)
+        items: list[dict[str, Any]] = out.get("items", [out]) if out.get("kind") == "List" else [out]
+        return items
+
+    def get(self, what: str, *, all_namespaces: bool = False) -> list[dict[str, Any]]:
+        scope = ["-A"] if all_namespaces else ["-n", self.namespace]
+        res = self.run("get", what, *scope, "-o", "json")
+        items: list[dict[str, Any]] = json.loads(res.stdout).get("items", [])
+        return items
+
+
+def install_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
+    cluster.apply(crds, namespaced=False)
+    names = [f"crd/{c['metadata']['name']}" for c in crds]
+    cluster.run("wait", "--for=condition=Established", "--timeout=60s", *names, timeout=90)
+
+
+def _ref_key(api_version: str, kind: str, name: str) -> tuple[str, str, str]:
+    return (_group(api_version), kind, name)
+
+
+def apply_owned(
+    cluster: Cluster, objects: Sequence[Mapping[str, Any]], uids: dict[tuple[str, str, str], str]
+) -> None:
+    """Apply rendered objects in owner-first order, filling ownerReference UIDs from live objects.
+
+    An owner reference that cannot be resolved is dropped (with a note) rather than sent with a
+    wrong UID, which the garbage collector would take as "owner gone" and delete the object.
+    """
+    pending = [json.loads(json.dumps(o)) for o in objects]
+    rendered = {_ref_key(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in pending}
+    while pending:
+        ready, waiting = [], []
+        for obj in pending:
+            refs = obj.get("metadata", {}).get("ownerReferences") or []
+            keys = [_ref_key(r["apiVersion"], r["kind"], r["name"]) for r in refs]
+            if any(k in rendered and k not in uids for k in keys):
+                waiting.append(obj)
+                continue
+            kept = []
+            for ref, key in zip(refs, keys, strict=True):
+                if key in uids:
+                    kept.append({**ref, "uid": uids[key]})
+                else:
+                    print(f"note: dropping ownerReference {key} of {obj['kind']}/{obj['metadata']['name']}")
+            if refs:
+                obj["metadata"]["ownerReferences"] = kept
+            ready.append(obj)
+        if not ready:
+            raise DemoError(f"owner references form a cycle among {[o['metadata']['name'] for o in waiting]}")
+        for live in cluster.apply(ready):
+            meta = live["metadata"]
+            uids[_ref_key(live["apiVersion"], live["kind"], meta["name"])] = meta["uid"]
+        pending = waiting
+
+
+def render(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    try:
+        from llmaz.render import render_manifests  # type: ignore[attr-defined,unused-ignore]
+    except ImportError as exc:
+        raise DemoError(
+            "llmaz.render.render_manifests is not available yet, so the demo cannot compute the "
+            f"workloads of the examples (the renderer lands with the render issue): {exc}"
+        ) from None
+    result = render_manifests(docs)
+    return [dict(o) for o in result]
+
+
+# ---------------------------------------------------------------------------------------- status
+
+
+@dataclass
+class Row:
+    workload: Workload
+    nodes: list[str]
+    pools: list[str]
+    ready: int
+    total: int
+    available: bool
+    placement_ok: bool
+
+
+def _selector_ok(labels: Mapping[str, str], selectors: Sequence[Mapping[str, str]]) -> bool:
+    if not selectors:
+        return True
+    return any(all(labels.get(k) == v for k, v in sel.items()) for sel in selectors)
+
+
+def snapshot(cluster: Cluster, workloads: Mapping[str, Workload]) -> list[Row]:
+    lws_items = {i["metadata"]["name"]: i for i in cluster.get("leaderworkersets.leaderworkerset.x-k8s.io")}
+    pods = cluster.get("pods")
+    nodes = {
+        n["metadata"]["name"]: n["metadata"].get("labels", {})
+        for n in cluster.get("nodes", all_namespaces=True)
+    }
+    rows = []
+    for name, wl in workloads.items():
+        lws = lws_items.get(name)
+        mine = [
+            p for p in pods if p["metadata"].get("labels", {}).get("leaderworkerset.sigs.k8s.io/name") == name
+        ]
+        node_names = sorted({p["spec"].get("nodeName") for p in mine if p["spec"].get("nodeName")})
+        pools = sorted(
+            {
+                nodes.get(n, {}).get(POOL_LABEL)
+                or nodes.get(n, {}).get("node.kubernetes.io/instance-type", "?")
+                for n in node_names
+            }
+        )
+        ready = sum(
+            1
+            for p in mine
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in p.get("status", {}).get("conditions", [])
+            )
+        )
+        conditions = (lws or {}).get("status", {}).get("conditions", [])
+        available = any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
+        placement_ok = all(_selector_ok(nodes.get(n, {}), wl.node_selectors) for n in node_names)
+        rows.append(Row(wl, node_names, pools, ready, len(mine), available, placement_ok))
+    return rows
+
+
+def table(rows: Sequence[Row], elapsed: float) -> Table:
+    t = Table(title=f"llmaz demo: workloads on fake GPU nodes ({elapsed:.0f}s)")
+    for col in ("model", "backend", "flavor(s)", "node pool / node(s)", "pods ready", "LWS Available"):
+        t.add_column(col)
+    for r in rows:
+        placed = ", ".join(r.pools) + (f"  [dim]{', '.join(r.nodes)}[/dim]" if r.nodes else "")
+        if r.nodes and not r.placement_ok:
+            placed = f"[red]{placed} (not what the flavor asks)[/red]"
+        t.add_row(
+            r.workload.model,
+            r.workload.backend,
+            ", ".join(r.workload.flavors),
+            placed or "[yellow]pending[/yellow]",
+            f"{r.ready}/{r.total}",
+            "[green]True[/green]" if r.available else "[yellow]False[/yellow]",
+        )
+    return t
+
+
+def _done(rows: Sequence[Row]) -> bool:
+    return bool(rows) and all(r.available and r.placement_ok and r.total and r.ready == r.total for r in rows)
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _running_owner(workdir: Path) -> int | None:
+    try:
+        owner = int(json.loads((workdir / STATE_FILE).read_text()).get("owner", 0))
+    except (OSError, ValueError):
+        return None
+    if not owner:
+        return None
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        return None
+    return owner
+
+
+def run_demo(
+    *,
+    workdir: Path,
+    kubeconfig: Path | None,
+    examples: Sequence[Path],
+    namespace: str,
+    exit_when_ready: bool,
+    timeout: float,
+    console: Console,
+) -> None:
+    docs = load_examples(examples)
+    workloads = describe(docs)
+    crds = llmaz_crd_documents()
+    t0 = time.monotonic()
+    cp: ControlPlane | None = None
+    with contextlib.ExitStack() as stack:
+        if kubeconfig is None:
+            owner = _running_owner(workdir)
+            if owner:
+                raise DemoError(f"a demo is already running under {workdir} (pid {owner}): use --down first")
+            if workdir.exists():
+                shutil.rmtree(workdir)
+            console.print(
+                "[bold]Booting[/bold] etcd, kube-apiserver, controller-manager, scheduler, KWOK and LWS "
+                f"under {workdir} …"
+            )
+            cp = ControlPlane(workdir, tier="B", node_pools=DEMO_NODE_POOLS, keep_workdir=True)
+            stack.enter_context(cp)
+            pools = ", ".join(f"{p.name} x{p.count}" for p in DEMO_NODE_POOLS)
+            console.print(f"control plane up in {cp.boot_seconds:.1f}s; fake node pools: {pools}")
+            cluster = Cluster(cp.kubectl_path, cp.admin_kubeconfig, namespace)
+        else:
+            cluster = Cluster(go_tools_root() / "bin" / "kubectl", kubeconfig, namespace)
+        cluster.run("create", "namespace", namespace, check=False)
+        console.print(f"installing {len(crds)} llmaz CRDs …")
+        install_crds(cluster, crds)
+        console.print(f"applying {len(docs)} example objects from {', '.join(str(e) for e in examples)} …")
+        uids: dict[tuple[str, str, str], str] = {}
+        for live in cluster.apply(docs):
+            meta = live["metadata"]
+            uids[_ref_key(live["apiVersion"], live["kind"], meta["name"])] = meta["uid"]
+        console.print("rendering the workloads llmaz creates for them (llmaz.render.render_manifests) …")
+        objects = render(docs)
+        kinds = sorted({o["kind"] for o in objects})
+        console.print(f"applying {len(objects)} rendered objects ({', '.join(kinds)}) …")
+        apply_owned(cluster, objects, uids)
+        deadline = time.monotonic() + timeout
+        rows: list[Row] = []
+        with Live(table(rows, 0), console=console, refresh_per_second=2, transient=False) as live_view:
+            while True:
+                if cp is not None:
+                    cp.check_alive()
+                rows = snapshot(cluster, workloads)
+                live_view.update(table(rows, time.monotonic() - t0))
+                if _done(rows):
+                    break
+                if time.monotonic() > deadline:
+                    raise DemoError(f"workloads not Available after {timeout:.0f}s (see the table above)")
+                time.sleep(1)
+        console.print(
+            "[green]every workload is Available on the nodes its flavors ask for[/green] "
+            f"({time.monotonic() - t0:.0f}s)"
+        )
+        console.print("\nLook around (pods are KWOK fakes: scheduled and Running, no container runs):")
+        console.print(
+            f"  KUBECONFIG={cluster.kubeconfig} {cluster.kubectl_path} get llmaz,lws,pods -A -o wide",
+            soft_wrap=True,
+        )
+        if cp is not None:
+            console.print(f"  component logs: {cp.logs_dir}")
+            console.print("  stop: Ctrl-C here, or `./dev demo --down` from another shell")
+        if exit_when_ready:
+            return
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(2)
+                if cp is not None:
+                    cp.check_alive()
+        console.print("stopping …")
+
+
+def demo(  # noqa: PLR0917 (typer options)
+    workdir: Annotated[Path, typer.Option(help="Where the control plane keeps its data and logs.")] = Path(
+        ".demo"
+    ),
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="Use this existing cluster instead of booting one (needs LWS installed there)."),
+    ] = None,
+    example: Annotated[
+        list[Path] | None,
+        typer.Option(help="Example manifest(s) to apply instead of the default set (repeatable)."),
+    ] = None,
+    namespace: Annotated[str, typer.Option(help="Namespace for the examples.")] = "default",
+    down: Annotated[bool, typer.Option("--down", help="Tear down a running demo and exit.")] = False,
+    exit_when_ready: Annotated[
+        bool, typer.Option("--exit-when-ready", help="Stop once every workload is Available (for tests).")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds to wait for every workload to be Available.")
+    ] = 600.0,
+) -> None:
+    """Boot a real control plane with fake GPU nodes and watch example models get scheduled by flavor."""
+    console = Console()
+    workdir = workdir.resolve()
+    if down:
+        if ControlPlane.down(workdir):
+            console.print(f"demo under {workdir} stopped")
+        else:
+            console.print(f"no demo running under {workdir}")
+        return
+    examples_dir = repo_root() / "docs" / "examples"
+    paths = list(example) if example else [examples_dir / e for e in DEMO_EXAMPLES]
+    try:
+        with _sigterm_as_interrupt():
+            run_demo(
+                workdir=workdir,
+                kubeconfig=kubeconfig,
+                examples=paths,
+                namespace=namespace,
+                exit_when_ready=exit_when_ready,
+                timeout=timeout,
+                console=console,
+            )
+    except (DemoError, ControlPlaneError) as exc:
+        console.print(f"[red]demo failed:[/red] {exc}", soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        console.print("interrupted; control plane stopped")
+        raise typer.Exit(130) from None
+    finally:
+        sys.stdout.flush()
