@@ -45,23 +45,12 @@ CONDITION_AVAILABLE = "Available"
 CONDITION_PROGRESSING = "Progressing"
 
 
+LIMIT_CHECKED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")
+"""Resources whose limit >= request is checked by CEL at admission."""
+
+
 class ResourceRequirements(ApiModel):
     """CPU/memory of the model-runner container. Accelerators come from the model's flavors."""
-
-    cel_rules: ClassVar[tuple[CelRule, ...]] = (
-        CelRule(
-            id="resources-limits-ge-requests",
-            rule=(
-                "!has(self.limits) || !has(self.requests) || self.requests.all(r, !(r in self.limits) || "
-                "!isQuantity(string(self.requests[r])) || !isQuantity(string(self.limits[r])) || "
-                "quantity(string(self.limits[r])).compareTo(quantity(string(self.requests[r]))) >= 0)"
-            ),
-            message="resource limits must be greater than or equal to requests",
-            field_path=".limits",
-            reason="FieldValueForbidden",
-            doc="Checked for every resource named in both limits and requests.",
-        ),
-    )
 
     limits: ResourceList | None = Field(default=None, description="Upper bounds, e.g. cpu: 4, memory: 16Gi.")
     requests: ResourceList | None = Field(default=None, description="What the scheduler reserves.")
@@ -165,6 +154,27 @@ class BackendRuntime(Resource):
 
 class BackendRuntimeConfig(ApiModel):
     """Per-Playground choices on top of the BackendRuntime."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="resources-limits-ge-requests",
+            rule=(
+                "!has(self.resources) || !has(self.resources.limits) || !has(self.resources.requests) || "
+                f"{list(LIMIT_CHECKED_RESOURCES)}.all(r, !(r in self.resources.limits) || "
+                "!(r in self.resources.requests) || quantity(string(self.resources.limits[r]))"
+                ".compareTo(quantity(string(self.resources.requests[r]))) >= 0)"
+            ),
+            message="resource limits must be greater than or equal to requests",
+            field_path=".resources",
+            reason="FieldValueForbidden",
+            doc=(
+                "Checked for " + ", ".join(LIMIT_CHECKED_RESOURCES) + ". Quantities are int-or-string "
+                "values, which the API server's CEL cost estimator sizes at the maximum request size, so "
+                "iterating every key (or checking inside BackendRuntime.recommendedConfigs, a list) exceeds "
+                "the CRD cost budget; other resources and recommendedConfigs are checked when rendering."
+            ),
+        ),
+    )
 
     backend_name: Name = Field(default=DEFAULT_BACKEND, description="Name of a BackendRuntime, e.g. vllm.")
     version: str | None = Field(default=None, max_length=128, description="Overrides the image tag.")
