@@ -285,7 +285,7 @@ class Playground(Resource):
 
 
 class RestartPolicy(StrEnum):
-    """LeaderWorkerSet group restart policy (the values of LWS v0.10)."""
+    """LeaderWorkerSet group restart policy (the values of LWS v0.9 and later)."""
 
     DEFAULT = "Default"
     RECREATE_GROUP_ON_POD_RESTART = "RecreateGroupOnPodRestart"
