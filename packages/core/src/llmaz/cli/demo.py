@@ -10,6 +10,7 @@ fake: the scheduling, the controllers and the API are real, no container runs.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -52,8 +53,7 @@ DEMO_EXAMPLES: tuple[str, ...] = (
 )
 # One A100 node more than the multi-host example needs, so the vLLM fallback flavor has room.
 DEMO_NODE_POOLS: tuple[NodePool, ...] = tuple(
-    NodePool(p.name, 3, p.gpus, p.gpu_product, p.instance_type, p.cpu, p.memory) if p.name == "a100" else p
-    for p in DEFAULT_NODE_POOLS
+    dataclasses.replace(p, count=3) if p.name == "a100" else p for p in DEFAULT_NODE_POOLS
 )
 LLMAZ_GROUPS = ("llmaz.io", "inference.llmaz.io")
 
@@ -150,7 +150,7 @@ def describe(docs: Sequence[Mapping[str, Any]]) -> dict[str, Workload]:
             name=name,
             model=str(model_name),
             backend=str(backend),
-            flavors=[str(f.get("name")) for f in flavors] or ["(none: any node)"],
+            flavors=[str(f.get("name")) for f in flavors] or ["(none: CPU)"],
             node_selectors=[dict(f.get("nodeSelector") or {}) for f in flavors if f.get("nodeSelector")],
         )
     return out
@@ -259,14 +259,22 @@ def apply_owned(
 
 
 def render(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the operator would create for ``docs``, with backends from the installed plugins."""
     try:
-        from llmaz.render import render_manifests  # type: ignore[attr-defined,unused-ignore]
+        from llmaz.plugins.manager import PluginManager
+        from llmaz.render import RenderError, render_manifests
     except ImportError as exc:
         raise DemoError(
-            "llmaz.render.render_manifests is not available yet, so the demo cannot compute the "
-            f"workloads of the examples (the renderer lands with the render issue): {exc}"
+            "llmaz.render.render_manifests is not available, so the demo cannot compute the "
+            f"workloads of the examples: {exc}"
         ) from None
-    result = render_manifests(docs)
+    manager = PluginManager.from_environment()
+    for error in manager.errors:
+        print(f"warning: {error}", file=sys.stderr)
+    try:
+        result = render_manifests(docs, plugins=manager)
+    except RenderError as err:
+        raise DemoError(f"rendering the examples failed: {err}") from None
     return [dict(o) for o in result]
 
 
@@ -437,6 +445,7 @@ def run_demo(
                 if time.monotonic() > deadline:
                     raise DemoError(f"workloads not Available after {timeout:.0f}s (see the table above)")
                 time.sleep(1)
+        console.print()
         console.print(
             "[green]every workload is Available on the nodes its flavors ask for[/green] "
             f"({time.monotonic() - t0:.0f}s)"
@@ -481,7 +490,7 @@ def demo(  # noqa: PLR0917 (typer options)
     ] = 600.0,
 ) -> None:
     """Boot a real control plane with fake GPU nodes and watch example models get scheduled by flavor."""
-    console = Console()
+    console = Console(width=None if sys.stdout.isatty() else 160)
     workdir = workdir.resolve()
     if down:
         if ControlPlane.down(workdir):

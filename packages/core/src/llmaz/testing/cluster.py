@@ -73,6 +73,9 @@ class NodePool:
     cpu: str = "16"
     memory: str = "64Gi"
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    # GPU nodes carry the taint cloud GPU pools use; the apiserver's ExtendedResourceToleration
+    # admission adds the toleration to pods that request nvidia.com/gpu, so CPU pods stay off them.
+    taint_gpu: bool = True
 
     def node_names(self) -> list[str]:
         return [f"kwok-{self.name}-{i}" for i in range(self.count)]
@@ -105,7 +108,11 @@ class NodePool:
                         "labels": labels,
                         "annotations": {FAKE_NODE_ANNOTATION: "fake", "node.alpha.kubernetes.io/ttl": "0"},
                     },
-                    "spec": {},
+                    "spec": (
+                        {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]}
+                        if self.gpus and self.taint_gpu
+                        else {}
+                    ),
                     "status": {"allocatable": dict(resources), "capacity": dict(resources)},
                 }
             )
@@ -122,7 +129,9 @@ DEFAULT_NODE_POOLS: tuple[NodePool, ...] = (
         cpu="96",
         memory="1152Gi",
     ),
-    NodePool("l4", 2, gpus=1, gpu_product="NVIDIA-L4", instance_type="g6.xlarge", cpu="4", memory="16Gi"),
+    # g6.4xlarge rather than g6.xlarge: one L4 either way, but a vLLM pod asks for 4 CPUs / 8 GiB,
+    # which a 4-vCPU g6.xlarge cannot hold next to its system reservations.
+    NodePool("l4", 2, gpus=1, gpu_product="NVIDIA-L4", instance_type="g6.4xlarge", cpu="16", memory="64Gi"),
     NodePool("cpu", 2, instance_type="m6i.4xlarge", cpu="16", memory="64Gi"),
 )
 
@@ -676,7 +685,10 @@ class ControlPlane:
         )
         # Without kube-controller-manager nobody creates the "default" ServiceAccount, so tier A
         # turns that admission plugin off (as envtest does); tier B keeps the full default set.
-        admission = "--enable-admission-plugins=PodSecurity,OwnerReferencesPermissionEnforcement"
+        admission = (
+            "--enable-admission-plugins="
+            "PodSecurity,OwnerReferencesPermissionEnforcement,ExtendedResourceToleration"
+        )
         args = [
             str(self.binary("kube-apiserver")),
             f"--etcd-servers=http://127.0.0.1:{self.ports['etcd-client']}",
