@@ -11,6 +11,7 @@ from render_helpers import StandInBackend, hub, model, one, playground, runner, 
 from llmaz.api import Service
 from llmaz.render import (
     InvalidModelSource,
+    InvalidResources,
     infer_config_name,
     render_playground,
     render_service,
@@ -151,6 +152,29 @@ def test_resources_override_per_key_and_limit_raised_to_request() -> None:
     assert c["args"][-1] == "--extra"
     dshm = next(v for v in worker(objs)["spec"]["volumes"] if v["name"] == "dshm")
     assert dshm["emptyDir"]["sizeLimit"] == "4Gi"
+
+
+def test_limit_below_request_for_other_resources_is_a_typed_error() -> None:
+    # cpu/memory limits are raised to the request (llmaz's rule); any other resource cannot be
+    # guessed, and Kubernetes would reject every pod, so render names the field instead.
+    pg = playground(
+        "p",
+        {
+            "modelClaim": {"modelName": "m"},
+            "backendRuntimeConfig": {
+                "backendName": "standin",
+                "resources": {
+                    "requests": {"ephemeral-storage": "20Gi"},
+                    "limits": {"ephemeral-storage": "10Gi"},
+                },
+            },
+        },
+    )
+    with pytest.raises(InvalidResources) as err:
+        render_all(pg, [model("m", hub("o/m"))])
+    assert err.value.field == "spec.backendRuntimeConfig.resources"
+    assert "ephemeral-storage (10Gi) is below its request (20Gi)" in err.value.reason
+    assert err.value.condition_reason == "InvalidResources"
 
 
 def test_render_does_not_mutate_its_inputs() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from llmaz.api import EnvVar, ResourceRequirements
 from llmaz.plugins.autoscaler import AutoscalingProblem
 from llmaz.render import quantity
+from llmaz.render.errors import InvalidResources
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGER = "llmaz"
@@ -93,10 +94,18 @@ def _resource_list(values: Mapping[str, Any] | None) -> dict[str, str]:
 
 
 def merge_resources(
-    recommended: ResourceRequirements | None, override: ResourceRequirements | None
+    recommended: ResourceRequirements | None,
+    override: ResourceRequirements | None,
+    *,
+    field_path: str = "spec.backendRuntimeConfig.resources",
 ) -> dict[str, dict[str, str]]:
     """llmaz's rule: per key, the Playground wins over the recommended config, separately for limits
-    and requests; then a cpu/memory limit lower than its request is raised to the request."""
+    and requests; then a cpu/memory limit lower than its request is raised to the request.
+
+    Any other resource whose merged limit is below its request raises :class:`InvalidResources`
+    (the CRD's CEL rule can only check a fixed set of keys within the API server's cost budget, and
+    Kubernetes would otherwise reject every pod of the workload).
+    """
     limits = _resource_list(recommended.limits if recommended else None)
     requests = _resource_list(recommended.requests if recommended else None)
     if override is not None:
@@ -107,6 +116,14 @@ def merge_resources(
             req, lim = quantity.parse(requests[key]), quantity.parse(limits[key])
             if req is not None and lim is not None and req > lim:
                 limits[key] = requests[key]
+    for key in sorted(set(requests) & set(limits)):
+        req, lim = quantity.parse(requests[key]), quantity.parse(limits[key])
+        if req is not None and lim is not None and lim < req:
+            raise InvalidResources(
+                field_path,
+                f"the limit of {key} ({limits[key]}) is below its request ({requests[key]}) once the "
+                "recommended config and the Playground are merged; raise the limit or lower the request",
+            )
     out: dict[str, dict[str, str]] = {}
     if limits:
         out["limits"] = dict(sorted(limits.items()))

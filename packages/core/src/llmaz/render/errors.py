@@ -110,6 +110,12 @@ class InvalidModelSource(RenderError):
     condition_reason = "InvalidModelSource"
 
 
+class InvalidResources(RenderError):
+    """After merging, a resource limit is below its request (Kubernetes would reject every pod)."""
+
+    condition_reason = "InvalidResources"
+
+
 class InvalidWorkloadTemplate(RenderError):
     """An inference Service pod template lacks what llmaz needs (the ``model-runner`` container)."""
 
@@ -124,6 +130,7 @@ __all__ = [
     "InvalidManifest",
     "InvalidModelClaims",
     "InvalidModelSource",
+    "InvalidResources",
     "InvalidWorkloadTemplate",
     "ModelNotFound",
     "MultiHostUnsupported",
