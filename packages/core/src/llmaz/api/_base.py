@@ -35,9 +35,20 @@ class CelRule:
     reason: CelReason | None = None
     doc: str = ""
     """Longer explanation for the API reference (why the rule exists, llmaz differences)."""
+    value: str | None = None
+    """CEL expression (a string) showing the offending value; when set, the API server answers with
+    ``<message> (got <value>)`` through ``messageExpression`` and falls back to ``message``."""
+
+    @property
+    def message_expression(self) -> str | None:
+        if self.value is None:
+            return None
+        return f'"{self.message} (got " + {self.value} + ")"'
 
     def to_schema(self) -> dict[str, Any]:
         out: dict[str, Any] = {"rule": self.rule, "message": self.message}
+        if self.message_expression:
+            out["messageExpression"] = self.message_expression
         if self.field_path:
             out["fieldPath"] = self.field_path
         if self.reason:
@@ -148,6 +159,7 @@ NAME_IS_DNS_LABEL = CelRule(
         "metadata.name must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', "
         "starting and ending with a letter or digit (no dots)"
     ),
+    value="self.metadata.name",
     reason="FieldValueInvalid",
     doc=(
         "The name becomes a label value and the name of generated Services and pods, so it must be a "

@@ -53,6 +53,7 @@ class ModelHub(ApiModel):
             id="modelhub-filename-huggingface-only",
             rule="!has(self.filename) || !has(self.name) || self.name == 'Huggingface'",
             message="filename is only supported with the Huggingface model hub",
+            value="'hub ' + self.name",
             field_path=".filename",
             reason="FieldValueForbidden",
         ),
@@ -115,6 +116,7 @@ class ModelSource(ApiModel):
             id="uri-format",
             rule=f"!has(self.uri) || (self.uri.matches('{_URI_SHAPE}') && !self.uri.matches('://.*://'))",
             message="uri must look like <protocol>://<address>",
+            value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
         ),
@@ -125,6 +127,7 @@ class ModelSource(ApiModel):
                 "self.uri.lowerAscii().matches('^(oss|s3|gcs|ollama|host)://')"
             ),
             message="unsupported uri protocol: use oss, s3, gcs, ollama or host",
+            value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
             doc="Protocols are case-insensitive, as in llmaz.",
@@ -136,6 +139,7 @@ class ModelSource(ApiModel):
                 "self.uri.matches('^[^:]+://[^./]+[.][^/]+/.+$')"
             ),
             message="oss uri must be oss://<bucket>.<endpoint>/<path>",
+            value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
         ),
@@ -146,6 +150,7 @@ class ModelSource(ApiModel):
                 "self.uri.matches('^[^:]+://[^/]+/.+$')"
             ),
             message="s3 and gcs uris must be <protocol>://<bucket>/<path>",
+            value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
         ),

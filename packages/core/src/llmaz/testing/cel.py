@@ -213,7 +213,20 @@ class CelValidator:
             return RuleFailure(path, rule_id, str(rule["message"]), expression, error=repr(result))
         if bool(result):
             return None
-        return RuleFailure(path, rule_id, str(rule["message"]), expression)
+        return RuleFailure(path, rule_id, self._message(value, rule), expression)
+
+    def _message(self, value: Any, rule: dict[str, Any]) -> str:
+        """The message the API server shows: ``messageExpression`` when it evaluates to a string,
+        else the static ``message``."""
+        expression = rule.get("messageExpression")
+        if expression:
+            try:
+                result = self._program(str(expression)).evaluate({"self": json_to_cel(value)})
+            except Exception:
+                return str(rule["message"])
+            if isinstance(result, str):
+                return str(result)
+        return str(rule["message"])
 
 
 def validate_manifest(manifest: dict[str, Any]) -> list[RuleFailure]:
