@@ -1,0 +1,41 @@
+"""e2e: tests against the real control plane built from Go modules (``tools/go-tools.sh``).
+
+Fixtures come from :mod:`llmaz.testing.pytest_plugin`: ``apiserver`` (tier A) and ``control_plane``
+(tier B). Every test under this directory is marked ``e2e``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llmaz.testing.cluster import ControlPlane
+from llmaz.testing.pytest_plugin import apiserver, control_plane, pytest_runtest_makereport
+
+__all__ = ["apiserver", "control_plane", "namespace", "pytest_runtest_makereport"]
+
+HERE = Path(__file__).resolve().parent
+_counter = itertools.count()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.fixture
+def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace with its default ServiceAccount (made by the real controller-manager)."""
+    name = f"t{next(_counter)}-{request.node.name.lower().replace('_', '-')}"[:50].rstrip("-")
+    control_plane.kubectl("create", "namespace", name)
+    control_plane.wait_for(
+        lambda: control_plane.kubectl("get", "sa/default", "-n", name, check=False).returncode == 0,
+        f"ServiceAccount default in {name}",
+        timeout=60,
+    )
+    yield name
+    control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)

@@ -1,0 +1,95 @@
+"""``llmaz demo`` end to end: boots its own tier B cluster, and every example workload becomes
+Available on the nodes its flavors ask for; ``--down`` stops a running demo without strays."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+LLMAZ = [sys.executable, "-m", "llmaz.cli"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
+
+
+def test_demo_exit_when_ready(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    res = subprocess.run(
+        [*LLMAZ, "demo", "--workdir", str(workdir), "--exit-when-ready", "--timeout", "180"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "every workload is Available on the nodes its flavors ask for" in out
+    for model in ("opt-125m", "qwen2-0--5b-sglang", "qwen2-0--5b-gguf", "llama3--1-405b-instruct"):
+        assert model in out
+    assert "get llmaz,lws,pods -A -o wide" in out
+    assert not _processes_mentioning(str(workdir)), "components left running after the demo exited"
+
+
+def test_demo_down_stops_a_running_demo(tmp_path: Path) -> None:
+    workdir = tmp_path / "demo"
+    log = tmp_path / "demo.log"
+    with log.open("w") as sink:
+        demo = subprocess.Popen(
+            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 300
+            while "every workload is Available" not in log.read_text():
+                assert demo.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(1)
+            assert demo.poll() is None, "the demo must keep running until stopped"
+            down = subprocess.run(
+                [*LLMAZ, "demo", "--down", "--workdir", str(workdir)],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert down.returncode == 0, down.stdout + down.stderr
+            assert "stopped" in down.stdout
+            assert demo.wait(timeout=60) == 0, log.read_text()
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+    assert not _processes_mentioning(str(workdir)), "components left running after --down"
+    again = subprocess.run(
+        [*LLMAZ, "demo", "--down", "--workdir", str(workdir)], capture_output=True, text=True, check=False
+    )
+    assert "no demo running" in again.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_demo_is_a_registered_command(flag: str) -> None:
+    res = subprocess.run([*LLMAZ, "demo", flag], capture_output=True, text=True, check=False)
+    assert res.returncode == 0
+    assert "--exit-when-ready" in res.stdout
+    assert "--kubeconfig" in res.stdout
