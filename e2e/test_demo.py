@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from llmaz.testing.cluster import ControlPlane
+
 LLMAZ = [sys.executable, "-m", "llmaz.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +95,34 @@ def test_demo_is_a_registered_command(flag: str) -> None:
     assert res.returncode == 0
     assert "--exit-when-ready" in res.stdout
     assert "--kubeconfig" in res.stdout
+
+
+def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: str) -> None:
+    examples = ROOT / "docs" / "examples"
+    res = subprocess.run(
+        [
+            *LLMAZ,
+            "demo",
+            "--kubeconfig",
+            str(control_plane.admin_kubeconfig),
+            "--namespace",
+            namespace,
+            "--example",
+            str(examples / "llamacpp" / "playground.yaml"),
+            "--example",
+            str(examples / "sglang" / "playground.yaml"),
+            "--exit-when-ready",
+            "--timeout",
+            "120",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "Booting" not in res.stdout
+    pods = control_plane.get_json("pods", "-n", namespace)["items"]
+    pools = {p["metadata"]["name"]: p["spec"]["nodeName"].split("-")[1] for p in pods}
+    assert pools == {"qwen2-0--5b-gguf-0": "cpu", "qwen2-0--5b-sglang-0": "l4"}

@@ -457,9 +457,11 @@ def run_demo(
         )
         if cp is not None:
             console.print(f"  component logs: {cp.logs_dir}")
-            console.print("  stop: Ctrl-C here, or `./dev demo --down` from another shell")
         if exit_when_ready:
+            console.print("--exit-when-ready: stopping now" if cp is not None else "--exit-when-ready: done")
             return
+        if cp is not None:
+            console.print("  stop: Ctrl-C here, or `./dev demo --down` from another shell")
         with contextlib.suppress(KeyboardInterrupt):
             while True:
                 time.sleep(2)
