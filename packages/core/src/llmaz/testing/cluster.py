@@ -672,6 +672,9 @@ class ControlPlane:
             server=True,
         )
         pki.issue("admin", "admin", organizations=["system:masters"])
+        # Front-proxy (aggregation) settings: without them KCM and the scheduler log an error for
+        # every request while reading the requestheader CA from extension-apiserver-authentication.
+        proxy = pki.issue("front-proxy-client", "front-proxy-client")
         audit_policy = self.workdir / "audit-policy.yaml"
         audit_policy.write_text(
             yaml.safe_dump(
@@ -712,6 +715,13 @@ class ControlPlane:
             "--audit-log-maxbackup=1",
             "--audit-log-maxsize=200",
             f"--cert-dir={self.workdir / 'pki' / 'apiserver-generated'}",
+            f"--requestheader-client-ca-file={pki.ca}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={proxy.cert}",
+            f"--proxy-client-key-file={proxy.key}",
             *self.extra_apiserver_args,
         ]
         if self.tier == "A":
