@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from llmaz.testing.cluster import (
     ControlPlaneError,
     NodePool,
     go_tools_root,
+    pid_alive,
     repo_root,
 )
 
@@ -377,13 +377,7 @@ def _running_owner(workdir: Path) -> int | None:
         owner = int(json.loads((workdir / STATE_FILE).read_text()).get("owner", 0))
     except (OSError, ValueError):
         return None
-    if not owner:
-        return None
-    try:
-        os.kill(owner, 0)
-    except ProcessLookupError:
-        return None
-    return owner
+    return owner if owner and pid_alive(owner) else None
 
 
 def run_demo(

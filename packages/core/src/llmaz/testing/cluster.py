@@ -324,6 +324,21 @@ def _group_alive(pgid: int, proc: subprocess.Popen[bytes] | None) -> bool:
     return True
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (exited, not yet reaped by its parent) counts as gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[-1].split()[0] != "Z"
+
+
 def _kill_group(pgid: int, timeout: float = 10.0, proc: subprocess.Popen[bytes] | None = None) -> None:
     """SIGTERM a process group, then SIGKILL whatever is left after ``timeout``."""
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
@@ -517,16 +532,12 @@ class ControlPlane:
             return False
         owner = int(state.get("owner", 0))
         found = False
-        if owner and owner != os.getpid():
+        if owner and owner != os.getpid() and pid_alive(owner):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(owner, signal.SIGTERM)
                 found = True
                 deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    try:
-                        os.kill(owner, 0)
-                    except ProcessLookupError:
-                        break
+                while time.monotonic() < deadline and pid_alive(owner):
                     time.sleep(0.2)
         for pgid in state.get("components", {}).values():
             with contextlib.suppress(ProcessLookupError):
