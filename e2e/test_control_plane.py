@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
-from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane
+from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive
 
 
 def _pod(name: str, gpus: int) -> dict[str, Any]:
@@ -131,3 +135,34 @@ def test_leaderworkerset_becomes_available(control_plane: ControlPlane, namespac
     # Worker pods come from a StatefulSet made by LWS and reconciled by the real controller-manager.
     sts = cp.get_json("statefulsets", "-n", namespace)["items"]
     assert len(sts) == 3  # one leader StatefulSet + one worker StatefulSet per group
+
+
+def test_restarts_keep_state(apiserver: ControlPlane) -> None:
+    cp = apiserver
+    cp.kubectl("create", "configmap", "survivor", "-n", "default", "--from-literal=k=v")
+    cp.restart_component("etcd")
+    cp.restart_component("apiserver")
+    assert cp.get_json("configmap", "survivor", "-n", "default")["data"] == {"k": "v"}
+    cp.check_alive()
+
+
+def test_a_crashed_owner_leaves_no_component_running(tmp_path: Path) -> None:
+    workdir = tmp_path / "crash"
+    script = (
+        "import os, sys\n"
+        "from llmaz.testing.cluster import ControlPlane\n"
+        f"cp = ControlPlane({str(workdir)!r}, tier='A')\n"
+        "cp.start()\n"
+        "print(','.join(str(c.proc.pid) for c in cp.components.values()), flush=True)\n"
+        "os._exit(3)\n"  # no teardown at all
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert res.returncode == 3, res.stderr
+    pids = [int(p) for p in res.stdout.strip().split(",")]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 10
+    while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if pid_alive(p)], "etcd/kube-apiserver outlived their owner"

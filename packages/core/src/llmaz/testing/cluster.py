@@ -302,6 +302,8 @@ class _Component:
     proc: subprocess.Popen[bytes]
     log: Path
     log_file: IO[bytes]
+    args: tuple[str, ...]
+    env: dict[str, str]
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -584,9 +586,11 @@ class ControlPlane:
 
     # ------------------------------------------------------------------ helpers
 
-    def _spawn(self, name: str, args: Sequence[str], env: Mapping[str, str] | None = None) -> None:
+    def _spawn(
+        self, name: str, args: Sequence[str], env: Mapping[str, str] | None = None, *, append: bool = False
+    ) -> None:
         log = self.logs_dir / f"{name}.log"
-        log_file = log.open("wb")
+        log_file = log.open("ab" if append else "wb")
         log_file.write(f"$ {' '.join(args)}\n".encode())
         log_file.flush()
         proc = subprocess.Popen(
@@ -599,7 +603,34 @@ class ControlPlane:
             start_new_session=True,
             preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
         )
-        self.components[name] = _Component(name, proc, log, log_file)
+        self.components[name] = _Component(name, proc, log, log_file, tuple(args), dict(env or {}))
+
+    # ------------------------------------------------------------------ fault injection
+
+    def kill_component(self, name: str, sig: signal.Signals = signal.SIGKILL) -> None:
+        """Send ``sig`` to a component's process group (SIGKILL: wait until it is gone).
+
+        ``check_alive``/``wait_for`` report a killed component as an error until it is restarted.
+        """
+        comp = self.components[name]
+        os.killpg(comp.proc.pid, sig)
+        if sig == signal.SIGKILL:
+            comp.proc.wait(timeout=10)
+
+    def restart_component(self, name: str) -> None:
+        """Stop a component (if running) and start it again with the same arguments; the log grows.
+
+        Restarting the apiserver waits until it is ready again; other components are not waited for.
+        """
+        order = list(self.components)  # keep the teardown order
+        comp = self.components.pop(name)
+        _kill_group(comp.proc.pid, proc=comp.proc)
+        comp.log_file.close()
+        self._spawn(name, comp.args, comp.env, append=True)
+        self.components = {n: self.components[n] for n in order}
+        if name == "apiserver":
+            self._wait_http("apiserver", "/readyz", timeout=self.startup_timeout)
+        self._write_state()
 
     def wait_for(
         self,
