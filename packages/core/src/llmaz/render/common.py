@@ -7,9 +7,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmaz.api import EnvVar, ResourceRequirements
+from llmaz.api import EnvVar, ResourceRequirements, quantity
 from llmaz.plugins.autoscaler import AutoscalingProblem
-from llmaz.render import quantity
 from llmaz.render.errors import InvalidResources
 
 MANAGED_BY = "app.kubernetes.io/managed-by"

@@ -15,8 +15,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from llmaz.api import Flavor, OpenModel
-from llmaz.render import quantity
+from llmaz.api import Flavor, OpenModel, quantity
 from llmaz.render.errors import FlavorNotFound
 
 PREFERRED_TOP_WEIGHT = 100

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig
+from llmaz.api.quantity import to_str
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 from llmaz.plugins.backend import Backend, MultiHostRecipe
 from llmaz.render import flavors as flavor_mod
@@ -36,7 +37,6 @@ from llmaz.render.errors import (
     MultiHostUnsupported,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
-from llmaz.render.quantity import to_str
 
 DEFAULT_CONFIG = "default"
 SPECULATIVE_CONFIG = "speculative-decoding"

@@ -15,9 +15,8 @@ Needs the ``cel-python`` package (in the repository's ``test`` dependency group)
 from __future__ import annotations
 
 import copy
-import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from functools import cache
 from typing import Any
 
@@ -25,43 +24,13 @@ import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
 
-from llmaz.api import KINDS, Resource, kind_for
+from llmaz.api import KINDS, Resource, kind_for, quantity
 from llmaz.api._base import RULE_ID_KEY
-
-_QUANTITY_RE = re.compile(
-    r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))?$"
-)
-_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-_DECIMAL = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-}
 
 
 def parse_quantity(text: str) -> Decimal | None:
     """The value of a Kubernetes quantity string, or None when it is not one."""
-    match = _QUANTITY_RE.match(text)
-    if not match:
-        return None
-    try:
-        number = Decimal(match["num"])
-    except InvalidOperation:
-        return None
-    suffix = match["suffix"] or ""
-    if suffix in _BINARY:
-        return number * _BINARY[suffix]
-    if suffix in _DECIMAL:
-        return number * _DECIMAL[suffix]
-    return number * Decimal(10) ** Decimal(suffix[1:])
+    return quantity.parse(text)
 
 
 @dataclass(frozen=True)

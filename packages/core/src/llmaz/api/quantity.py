@@ -1,4 +1,8 @@
-"""Just enough of Kubernetes resource quantities to compare and print them deterministically."""
+"""Kubernetes resource quantities (``"8Gi"``, ``"500m"``, ``4``): parse, compare and print them.
+
+One implementation shared by the renderer (merge rules) and the offline CEL evaluator
+(``quantity()``), so both agree with each other on what a quantity is.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ _DECIMAL = {
     "P": Decimal("1e15"),
     "E": Decimal("1e18"),
 }
-_QUANTITY = re.compile(r"^([+-]?[0-9.]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_QUANTITY = re.compile(rf"^({_NUMBER})(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
 
 
 def to_str(value: str | int | float) -> str:
