@@ -4,6 +4,8 @@ messages, and every documented example is accepted (``--dry-run=server``)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -86,3 +88,22 @@ def test_every_example_is_accepted_by_the_api_server(control_plane: ControlPlane
     print(f"examples: {accepted} accepted, {len(skipped)} skipped (kind not installed): {skipped}")
     assert not failures, "\n".join(failures)
     assert accepted >= 10
+
+
+def test_llmaz_crds_output_passes_kubectl_client_and_server_dry_run(apiserver: ControlPlane) -> None:
+    # What a user runs: `llmaz crds | kubectl apply -f -`, here with the built kubectl against a
+    # real kube-apiserver (client dry-run still needs the server's discovery).
+    out = subprocess.run(
+        [sys.executable, "-m", "llmaz.cli", "crds"], capture_output=True, text=True, check=True
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    assert sorted(d["metadata"]["name"] for d in docs) == [
+        "backendruntimes.inference.llmaz.io",
+        "openmodels.llmaz.io",
+        "playgrounds.inference.llmaz.io",
+        "services.inference.llmaz.io",
+    ]
+    for mode in ("client", "server"):
+        res = apiserver.kubectl("apply", f"--dry-run={mode}", "-f", "-", input=out, check=False)
+        assert res.returncode == 0, (mode, res.stderr)
+        assert res.stdout.count("customresourcedefinition.apiextensions.k8s.io/") == 4, res.stdout
