@@ -63,6 +63,45 @@ def test_render_reports_render_errors_with_the_file_of_the_object(tmp_path: Path
     assert err.strip() == f"{pg}: Playground/p: spec.modelClaim.modelName: OpenModel 'missing' not found"
 
 
+def test_render_reports_every_problem_of_the_input_in_one_run(tmp_path: Path) -> None:
+    # A user fixing a file wants all problems at once, each with the file it came from.
+    models = tmp_path / "models.yaml"
+    models.write_text((EXAMPLES / "huggingface" / "playground.yaml").read_text().split("\n---\n")[0])
+    bad_schema = tmp_path / "a.yaml"
+    bad_schema.write_text(
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: a}\n"
+        "spec:\n  replica: 2\n  modelClaim: {modelName: opt-125m}\n"
+    )
+    bad_refs = tmp_path / "b.yaml"
+    bad_refs.write_text(
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: b}\n"
+        "spec:\n  modelClaim: {modelName: missing}\n---\n"
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: c}\n"
+        "spec:\n  modelClaim: {modelName: opt-125m}\n  backendRuntimeConfig: {backendName: nope}\n"
+    )
+    code, out, err = run("-f", str(models), "-f", str(bad_schema), "-f", str(bad_refs))
+    assert code == 1
+    assert out == ""
+    assert err.strip().splitlines() == [
+        f"{bad_schema}: Playground/a: spec.replica: Extra inputs are not permitted",
+        f"{bad_refs}: Playground/b: spec.modelClaim.modelName: OpenModel 'missing' not found",
+        f"{bad_refs}: Playground/c: spec.backendRuntimeConfig.backendName: BackendRuntime 'nope' not found",
+    ]
+
+
+def test_render_reports_an_object_given_twice(tmp_path: Path) -> None:
+    example = EXAMPLES / "huggingface" / "playground.yaml"
+    code, out, err = run("-f", str(example), "-f", str(example))
+    assert code == 1
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert lines[0].startswith(
+        f"{example}: OpenModel/opt-125m: metadata.name: OpenModel 'opt-125m' appears more than once"
+    )
+    assert lines[1].startswith(f"{example}: Playground/opt-125m: metadata.name: Playground 'opt-125m'")
+    assert len(lines) == 2  # the OpenModel and the Playground, each reported once
+
+
 def test_render_reports_unreadable_files(tmp_path: Path) -> None:
     code, _, err = run("-f", str(tmp_path / "nope.yaml"))
     assert code == 1

@@ -19,6 +19,7 @@ from llmaz.render import (
     InvalidManifest,
     PluginSource,
     RenderError,
+    RenderErrors,
     render_manifests,
 )
 
@@ -107,9 +108,9 @@ def render(
     try:
         objects = render_manifests(documents, plugins=plugins, model_loader_image=model_loader_image)
     except RenderError as err:
-        source = _source_of(sourced, err)
-        for line in _error_lines(source, err):
-            typer.echo(line, err=True)
+        for each in err.errors if isinstance(err, RenderErrors) else [err]:
+            for line in _error_lines(_source_of(sourced, each), each):
+                typer.echo(line, err=True)
         raise typer.Exit(1) from None
     sys.stdout.write(dump_yaml_stream(objects))
 

@@ -27,6 +27,7 @@ from llmaz.render.errors import (
     ModelNotFound,
     MultiHostUnsupported,
     RenderError,
+    RenderErrors,
     UnknownTemplateVariable,
 )
 from llmaz.render.manifests import PluginSource, parse_document, render_manifests
@@ -48,6 +49,7 @@ __all__ = [
     "MultiHostUnsupported",
     "PluginSource",
     "RenderError",
+    "RenderErrors",
     "Rendered",
     "UnknownTemplateVariable",
     "infer_config_name",

@@ -122,6 +122,26 @@ class InvalidWorkloadTemplate(RenderError):
     condition_reason = "InvalidWorkloadTemplate"
 
 
+class RenderErrors(RenderError):
+    """Several objects of one manifest stream failed; :attr:`errors` lists each of them.
+
+    It is itself the first error (same ``field``, ``reason``, ``kind``, ``name``), so code that
+    handles a single :class:`RenderError` keeps working; tools that report to users should list
+    :attr:`errors` so one run shows every problem.
+    """
+
+    def __init__(self, errors: list[RenderError]) -> None:
+        if not errors:
+            raise ValueError("RenderErrors needs at least one error")
+        first = errors[0]
+        super().__init__(first.field, first.reason, kind=first.kind, name=first.name)
+        self.errors = errors
+        self.condition_reason = first.condition_reason
+
+    def __str__(self) -> str:
+        return "\n".join(str(e) for e in self.errors)
+
+
 __all__ = [
     "BackendRuntimeNotFound",
     "ConfigNotFound",
@@ -135,5 +155,6 @@ __all__ = [
     "ModelNotFound",
     "MultiHostUnsupported",
     "RenderError",
+    "RenderErrors",
     "UnknownTemplateVariable",
 ]

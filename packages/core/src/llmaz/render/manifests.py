@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
-from llmaz.render.errors import InvalidManifest, RenderError
+from llmaz.render.errors import InvalidManifest, RenderError, RenderErrors
 from llmaz.render.playground import render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
 
@@ -74,13 +74,38 @@ def render_manifests(
     BackendRuntimes are resolved from ``documents`` first, then BackendRuntimes from installed backend
     plugins. Documents of other kinds are ignored.
 
-    :raises RenderError: the first problem, with ``kind`` and ``name`` of the object at fault.
+    Every object is tried, so one call reports every problem of the stream.
+
+    :raises RenderError: the problem, with ``kind`` and ``name`` of the object at fault; when several
+        objects fail, a :class:`RenderErrors` listing each of them in document order.
     """
+    errors: list[RenderError] = []
     parsed: list[Resource] = []
     for doc in documents:
         if not doc or kind_for(str(doc.get("apiVersion", "")), str(doc.get("kind", ""))) is None:
             continue
-        parsed.append(parse_document(doc))
+        try:
+            parsed.append(parse_document(doc))
+        except RenderError as err:
+            errors.append(err)
+    seen: set[tuple[str, str, str]] = set()
+    unique: list[Resource] = []
+    for obj in parsed:
+        key = (obj.kind, obj.metadata.namespace or "", obj.name)
+        if key not in seen:
+            unique.append(obj)
+        else:
+            errors.append(
+                InvalidManifest(
+                    "metadata.name",
+                    f"{obj.kind} {obj.name!r} appears more than once in the input; applying it would "
+                    "replace the earlier one",
+                    kind=obj.kind,
+                    name=obj.name,
+                )
+            )
+        seen.add(key)
+    parsed = unique
     models = {o.name: o for o in parsed if isinstance(o, OpenModel)}
     runtimes = {o.name: o for o in parsed if isinstance(o, BackendRuntime)}
     autoscalers = list(plugins.autoscalers.values()) if plugins is not None else []
@@ -106,5 +131,9 @@ def render_manifests(
                 children = render_service(obj, models, model_loader_image=model_loader_image)
                 out += list(children.objects)
         except RenderError as err:
-            raise _with_owner(err, obj) from None
+            errors.append(_with_owner(err, obj))
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise RenderErrors(errors)
     return out
