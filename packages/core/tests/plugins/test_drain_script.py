@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import threading
 import time
@@ -66,9 +65,6 @@ def run_prestop(backend: Backend) -> subprocess.CompletedProcess[str]:
     command = lifecycle["preStop"]["exec"]["command"]
     command[-1] = command[-1].replace("/proc/1/fd/1", "/dev/stderr")
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
-
-
-pytestmark = pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
 
 
 def test_returns_at_once_when_idle(server: int) -> None:

@@ -11,7 +11,7 @@ from syrupy.assertion import SnapshotAssertion
 from llmaz.cli.render import dump_yaml_stream
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_manifests
-from llmaz.testing.schemas import SchemaUnavailable, validate_object
+from llmaz.testing.schemas import validate_object
 
 FILES = example_files()
 IDS = [str(p.relative_to(EXAMPLES)) for p in FILES]
@@ -50,11 +50,8 @@ def test_example_snapshot(path: Path, plugins: PluginManager, snapshot: Snapshot
 @pytest.mark.parametrize("path", FILES, ids=IDS)
 def test_example_objects_validate(path: Path, plugins: PluginManager) -> None:
     problems = []
-    try:
-        for obj in render_manifests(load(path), plugins=plugins):
-            problems += [f"{obj['kind']}/{obj['metadata']['name']}: {p}" for p in validate_object(obj)]
-    except SchemaUnavailable as exc:
-        pytest.skip(str(exc))
+    for obj in render_manifests(load(path), plugins=plugins):
+        problems += [f"{obj['kind']}/{obj['metadata']['name']}: {p}" for p in validate_object(obj)]
     assert problems == []
 
 

@@ -8,7 +8,8 @@
 
 Nothing is committed: both files live in ``~/.cache/llmaz/go-tools`` (override with
 ``LLMAZ_K8S_OPENAPI`` / ``LLMAZ_LWS_CRD``). When a file cannot be had, :class:`SchemaUnavailable`
-is raised so tests can skip with the reason.
+is raised with the reason; tests fail on it (the repo's tools fetch both files, so a missing one
+is a broken install, not a reason to skip).
 
 Schemas are made strict on purpose: every object schema with ``properties`` rejects unknown fields
 (the API server would silently prune them, hiding a render bug).
@@ -194,11 +195,14 @@ def validate_object(obj: dict[str, Any]) -> list[str]:
     if model is not None:
         from pydantic import ValidationError
 
+        from llmaz.testing.cel import validate_manifest
+
         try:
             model.from_manifest(obj)
         except ValidationError as exc:
             return [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()]
-        return []
+        # The CRD's CEL rules too: what the API server would reject must never be rendered.
+        return [f"{f.path}: {f.message} (rule {f.rule_id})" for f in validate_manifest(obj)]
     validator = validator_for(api_version, kind)
     problems = []
     for error in sorted(validator.iter_errors(obj), key=lambda e: list(e.absolute_path)):
