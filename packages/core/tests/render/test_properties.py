@@ -11,11 +11,13 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from render_helpers import StandInAutoscaler, StandInBackend
 
+from llmaz.api import Service as ApiService
 from llmaz.cli.render import dump_yaml_stream
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import RenderError, render_manifests
+from llmaz.testing.cel import CelValidator
 from llmaz.testing.schemas import validate_object, validator_for
 
 
@@ -44,6 +46,11 @@ def schemas_available() -> bool:
     # Fails (SchemaUnavailable) rather than weakening the property when the schemas are missing.
     validator_for("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")
     validator_for("v1", "Service")
+    # Build the CEL environment here: celpy raises the recursion limit when it first does, which
+    # Hypothesis reports as a warning when it happens inside a test body.
+    CelValidator.for_kind(ApiService).validate(
+        {"apiVersion": "inference.llmaz.io/v1alpha1", "kind": "Service", "metadata": {"name": "x"}}
+    )
     return True
 
 
