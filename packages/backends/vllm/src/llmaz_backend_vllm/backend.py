@@ -1,4 +1,4 @@
-"""vLLM: OpenAI-compatible server ``vllm.entrypoints.openai.api_server``."""
+"""vLLM: the OpenAI-compatible server started by ``vllm serve``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import ClassVar
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
 
-SERVER = ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+SERVER = ["vllm", "serve"]
+"""``vllm serve MODEL``: ``python3 -m vllm.entrypoints.openai.api_server`` is deprecated upstream."""
 RAY_PORT = 6379
 
 
@@ -17,7 +18,7 @@ class VLLMBackend(Backend):
     name: ClassVar[str] = "vllm"
     engine: ClassVar[str] = "vLLM"
     image: ClassVar[str] = "vllm/vllm-openai"
-    version: ClassVar[str] = "v0.12.0"
+    version: ClassVar[str] = "v0.25.0"
     docs_url: ClassVar[str] = "https://docs.vllm.ai/en/stable/cli/serve.html"
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
@@ -29,7 +30,6 @@ class VLLMBackend(Backend):
 
     def _serve_args(self) -> list[str]:
         return [
-            "--model",
             placeholder("ModelPath"),
             *self.model_name_args(),
             "--host",
@@ -50,7 +50,13 @@ class VLLMBackend(Backend):
 
     def recommended_configs(self) -> list[RecommendedConfig]:
         small = ResourceRequirements(limits={"cpu": 4, "memory": "8Gi"}, requests={"cpu": 4, "memory": "8Gi"})
-        speculative = '{"model": "' + placeholder("DraftModelPath") + '", "num_speculative_tokens": 5}'
+        # An explicit method: without it vLLM releases before draft-model support (<= 0.13) raised
+        # NotImplementedError, and the method name documents what llmaz's `role: draft` claim means.
+        speculative = (
+            '{"method": "draft_model", "model": "'
+            + placeholder("DraftModelPath")
+            + '", "num_speculative_tokens": 5}'
+        )
         return [
             RecommendedConfig(
                 name="default", args=self._serve_args(), resources=small, shared_memory_size="2Gi"
