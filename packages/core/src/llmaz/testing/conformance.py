@@ -173,8 +173,13 @@ class BackendConformanceTests:
     # --- ports, probes and drain -----------------------------------------------------------------
     def test_port_is_used_by_the_server(self, backend: Backend, runtime: BackendRuntime) -> None:
         default = next(c for c in runtime.spec.recommended_configs or [] if c.name == DEFAULT_CONFIG)
-        text = " ".join([*(default.args or []), *(e.value or "" for e in runtime.spec.envs or [])])
-        assert str(backend.port) in text, f"port {backend.port} appears neither in default args nor envs"
+        port = str(backend.port)
+        words = [w for a in default.args or [] for w in a.split()]
+        words += [e.value or "" for e in runtime.spec.envs or []]
+        # A whole word: the port itself, ``--port=8080`` or ``host:8080`` ("18080" does not count).
+        assert any(w == port or re.search(rf"[=:]{port}$", w) for w in words), (
+            f"port {backend.port} appears neither in default args nor envs"
+        )
 
     def test_no_conflicting_port_flag(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
         for config in configs.values():
