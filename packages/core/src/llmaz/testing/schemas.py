@@ -22,6 +22,7 @@ import functools
 import json
 import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ __all__ = [
     "SchemaUnavailable",
     "k8s_openapi_path",
     "lws_crd_path",
+    "module_file",
     "validate_object",
     "validator_for",
 ]
@@ -82,22 +84,19 @@ def k8s_openapi_path() -> Path:
     return Path(out.stdout.strip().splitlines()[-1])
 
 
-def lws_crd_path() -> Path:
-    """Path of the LeaderWorkerSet CRD of the pinned module version (first of :data:`LWS_VERSIONS`
-    that the module proxy serves)."""
-    env = os.environ.get("LLMAZ_LWS_CRD")
-    if env:
-        return Path(env)
+def module_file(module: str, versions: Sequence[str], relpath: str) -> Path:
+    """A file of a Go module, from the first of ``versions`` the module proxy serves (downloaded
+    into the shared Go module cache on first use; nothing is copied into the repository)."""
     gomod = _cache_root() / "gomod"
     errors = []
-    for version in LWS_VERSIONS:
-        ready = gomod / f"sigs.k8s.io/lws@{version}" / LWS_CRD
+    for version in versions:
+        ready = gomod / f"{module}@{version}" / relpath
         if ready.exists():
             return ready
         env_vars = {**os.environ, "GOMODCACHE": str(gomod), "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
         try:
             out = subprocess.run(
-                ["go", "mod", "download", "-json", f"sigs.k8s.io/lws@{version}"],
+                ["go", "mod", "download", "-json", f"{module}@{version}"],
                 check=False,
                 capture_output=True,
                 text=True,
@@ -112,10 +111,19 @@ def lws_crd_path() -> Path:
             info = json.loads(out.stdout or "{}")
         except json.JSONDecodeError:
             info = {}
-        if info.get("Dir") and (Path(info["Dir"]) / LWS_CRD).exists():
-            return Path(info["Dir"]) / LWS_CRD
+        if info.get("Dir") and (Path(info["Dir"]) / relpath).exists():
+            return Path(info["Dir"]) / relpath
         errors.append(f"{version}: {info.get('Error') or out.stderr.strip()}")
-    raise SchemaUnavailable("LWS CRD unavailable: " + "; ".join(errors))
+    raise SchemaUnavailable(f"{module} {relpath} unavailable: " + "; ".join(errors))
+
+
+def lws_crd_path() -> Path:
+    """Path of the LeaderWorkerSet CRD of the pinned module version (first of :data:`LWS_VERSIONS`
+    that the module proxy serves)."""
+    env = os.environ.get("LLMAZ_LWS_CRD")
+    if env:
+        return Path(env)
+    return module_file("sigs.k8s.io/lws", LWS_VERSIONS, LWS_CRD)
 
 
 def _strict(node: Any) -> Any:
