@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import subprocess
 import sys
 import time
@@ -166,3 +168,313 @@ def test_a_crashed_owner_leaves_no_component_running(tmp_path: Path) -> None:
     while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [p for p in pids if pid_alive(p)], "etcd/kube-apiserver outlived their owner"
+
+
+# ------------------------------------------------------------------------------ RBAC and admission
+
+
+def _role(namespace: str, name: str, rules: list[dict[str, Any]], subject: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": rules,
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": subject, "namespace": namespace}],
+        },
+    ]
+
+
+def test_service_account_kubeconfig_is_subject_to_rbac(apiserver: ControlPlane) -> None:
+    cp = apiserver
+    kubeconfig = cp.service_account_kubeconfig("rbac-grant", "reader")
+    cp.kubectl("create", "configmap", "visible", "-n", "rbac-grant", "--from-literal=k=v")
+    denied = cp.kubectl("get", "configmap", "visible", "-n", "rbac-grant", kubeconfig=kubeconfig, check=False)
+    assert denied.returncode != 0
+    assert 'cannot get resource "configmaps"' in denied.stderr
+    rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]
+    cp.apply(_role("rbac-grant", "read-configmaps", rules, "reader"))
+
+    def allowed() -> bool:
+        res = cp.kubectl(
+            "get", "configmap", "visible", "-n", "rbac-grant", kubeconfig=kubeconfig, check=False
+        )
+        return res.returncode == 0
+
+    cp.wait_for(allowed, "the RoleBinding to let the ServiceAccount read configmaps", timeout=30)
+    # The binding grants reading configmaps, nothing more.
+    still_denied = cp.kubectl("get", "secrets", "-n", "rbac-grant", kubeconfig=kubeconfig, check=False)
+    assert 'cannot list resource "secrets"' in still_denied.stderr
+
+
+def test_owner_references_permission_enforcement(apiserver: ControlPlane) -> None:
+    """Setting blockOwnerDeletion needs update on the owner's finalizers (admission plugin on)."""
+    cp = apiserver
+    ns = "ownerref"
+    kubeconfig = cp.service_account_kubeconfig(ns, "writer")
+    owner = cp.kubectl(
+        "create", "configmap", "owner", "-n", ns, "-o", "jsonpath={.metadata.uid}"
+    ).stdout.strip()
+    rules = [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "create"]}]
+    cp.apply(_role(ns, "create-configmaps", rules, "writer"))
+    child = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "child",
+            "namespace": ns,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": "owner",
+                    "uid": owner,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+    }
+
+    def attempt() -> subprocess.CompletedProcess[str]:
+        return cp.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=child, kubeconfig=kubeconfig, check=False
+        )
+
+    cp.wait_for(
+        lambda: "cannot set blockOwnerDeletion" in attempt().stderr,
+        "the admission plugin to refuse",
+        timeout=30,
+    )
+    finalizers = {"apiGroups": [""], "resources": ["configmaps/finalizers"], "verbs": ["update"]}
+    cp.apply(_role(ns, "create-configmaps", [*rules, finalizers], "writer"))
+    cp.wait_for(
+        lambda: attempt().returncode == 0, "blockOwnerDeletion allowed with the finalizers grant", timeout=30
+    )
+
+
+# ------------------------------------------------------------------------------ tier B controllers
+
+
+def _gone(cp: ControlPlane, *args: str) -> bool:
+    res = cp.kubectl("get", *args, "-o", "name", check=False)
+    if res.returncode != 0:
+        return "NotFound" in res.stderr
+    return not res.stdout.strip()
+
+
+def test_garbage_collector_deletes_children(control_plane: ControlPlane, namespace: str) -> None:
+    """Deployment -> ReplicaSet -> KWOK pods (real controllers); deleting the owner removes them all."""
+    cp = control_plane
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "web"},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {
+                    "nodeSelector": {"llmaz.io/demo-node-pool": "cpu"},
+                    "containers": [{"name": "c", "image": "registry.invalid/web:0"}],
+                },
+            },
+        },
+    }
+    cp.kubectl("apply", "-n", namespace, "-f", "-", input=deployment)
+
+    def running_pods() -> list[dict[str, Any]]:
+        pods = cp.get_json("pods", "-n", namespace, "-l", "app=web")["items"]
+        return [p for p in pods if p["status"].get("phase") == "Running"]
+
+    cp.wait_for(lambda: len(running_pods()) == 2, "two Running pods of Deployment web", timeout=90)
+    rs = cp.get_json("replicasets", "-n", namespace)["items"]
+    assert len(rs) == 1
+    assert rs[0]["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    pod_owner = running_pods()[0]["metadata"]["ownerReferences"][0]
+    assert (pod_owner["kind"], pod_owner["name"]) == ("ReplicaSet", rs[0]["metadata"]["name"])
+    # A plain owner/child pair too: only the garbage collector connects them.
+    uid = cp.kubectl(
+        "create", "configmap", "owner", "-n", namespace, "-o", "jsonpath={.metadata.uid}"
+    ).stdout.strip()
+    cp.kubectl(
+        "create",
+        "-n",
+        namespace,
+        "-f",
+        "-",
+        input={
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "child",
+                "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}],
+            },
+        },
+    )
+    cp.kubectl("delete", "deployment", "web", "-n", namespace, "--wait=false")
+    cp.kubectl("delete", "configmap", "owner", "-n", namespace, "--wait=false")
+    cp.wait_for(lambda: _gone(cp, "configmap", "child", "-n", namespace), "GC of configmap child", timeout=90)
+    cp.wait_for(lambda: _gone(cp, "replicasets", "-n", namespace), "GC of the ReplicaSet", timeout=90)
+    cp.wait_for(lambda: _gone(cp, "pods", "-n", namespace, "-l", "app=web"), "GC of the pods", timeout=90)
+
+
+def test_namespace_deletion_removes_its_objects(control_plane: ControlPlane) -> None:
+    cp = control_plane
+    cp.kubectl("create", "namespace", "doomed")
+    cp.kubectl("create", "configmap", "data", "-n", "doomed", "--from-literal=k=v")
+    cp.wait_for(
+        lambda: cp.kubectl("get", "sa/default", "-n", "doomed", check=False).returncode == 0,
+        "ServiceAccount default in doomed",
+        timeout=60,
+    )
+    pod = _pod("sleeper", 0)
+    pod["spec"]["nodeSelector"] = {"llmaz.io/demo-node-pool": "cpu"}
+    cp.kubectl("create", "-n", "doomed", "-f", "-", input=pod)
+    cp.wait_for(
+        lambda: cp.get_json("pod", "sleeper", "-n", "doomed")["status"].get("phase") == "Running",
+        "pod sleeper Running",
+        timeout=60,
+    )
+    cp.kubectl("delete", "namespace", "doomed", "--wait=false")
+    # The namespace controller empties it (KWOK finishes the pod's graceful deletion), then removes it.
+    cp.wait_for(lambda: _gone(cp, "namespace", "doomed"), "namespace doomed deleted", timeout=120)
+
+
+def _lws(name: str, size: int, **template: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "leaderWorkerTemplate": {
+                "size": size,
+                "workerTemplate": {"spec": {"containers": [{"name": "c", "image": "registry.invalid/w:0"}]}},
+                **template,
+            },
+        },
+    }
+
+
+def test_lws_webhooks_default_and_validate(control_plane: ControlPlane, namespace: str) -> None:
+    """Answers only the LWS controller's webhooks give: the CRD schema has neither."""
+    cp = control_plane
+    res = cp.kubectl(
+        "create", "--dry-run=server", "-n", namespace, "-o", "json", "-f", "-", input=_lws("d", 2)
+    )
+    spec = json.loads(res.stdout)["spec"]
+    assert spec["networkConfig"] == {"subdomainPolicy": "Shared"}  # mutating webhook
+    crd = cp.get_json("crd", "leaderworkersets.leaderworkerset.x-k8s.io")
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    assert "default" not in schema["networkConfig"]
+    assert "default" not in schema["networkConfig"]["properties"]["subdomainPolicy"]
+    bad = _lws("v", 5, subGroupPolicy={"subGroupSize": 3})
+    res = cp.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-", input=bad, check=False)
+    assert res.returncode != 0
+    assert 'admission webhook "vleaderworkerset.kb.io" denied the request' in res.stderr
+    assert "size or size - 1 must be divisible by subGroupSize" in res.stderr
+    ok = _lws("v", 4, subGroupPolicy={"subGroupSize": 3})  # size - 1 divisible: accepted
+    cp.kubectl("create", "--dry-run=server", "-n", namespace, "-f", "-", input=ok)
+
+
+# ------------------------------------------------------------------------------ teardown and logs
+
+
+def _processes_in_groups(pgids: set[int]) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[-1].split()
+        state, pgid = fields[0], int(fields[2])
+        if pgid in pgids and state != "Z":
+            found.append(f"{proc.name} (pgid {pgid}): {stat[:120]}")
+    return found
+
+
+def test_teardown_leaves_no_process_and_no_workdir() -> None:
+    """A tier B control plane of its own: every component's process group is empty after exit."""
+    pools = [dataclasses.replace(p, count=1) for p in DEFAULT_NODE_POOLS]
+    with ControlPlane(tier="B", node_pools=pools) as cp:
+        workdir = cp.workdir
+        pgids = {c.proc.pid for c in cp.components.values()}
+        assert set(cp.components) == {
+            "etcd",
+            "apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok",
+            "lws-controller",
+        }
+        assert len(set(cp.ports.values())) == len(cp.ports), cp.ports  # no port handed out twice
+        assert len(_processes_in_groups(pgids)) >= len(pgids)
+        cp.kubectl("get", "nodes")
+    assert not cp.components
+    assert not _processes_in_groups(pgids), "components outlived the control plane"
+    assert not workdir.exists(), "a temporary work dir is removed after a clean stop"
+
+
+def test_pytest_fixture_reports_logs_on_failure_and_cleans_up(tmp_path: Path) -> None:
+    """A failing test that uses the ``apiserver`` fixture: the report carries the component logs,
+    and nothing of that control plane runs after pytest exits."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "conftest.py").write_text("from llmaz.testing.pytest_plugin import *  # noqa: F403\n")
+    (suite / "test_fails.py").write_text(
+        "def test_fails(apiserver):\n"
+        "    print('workdir=' + str(apiserver.workdir))\n"
+        "    assert apiserver.kubectl('get', 'namespace', 'default').returncode == 1\n"
+    )
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(suite),
+            "-c",
+            os.devnull,
+            "--basetemp",
+            str(tmp_path / "basetemp"),
+            str(suite),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "1 failed" in out
+    assert "apiserver component logs" in out
+    assert "----- apiserver.log" in out
+    assert "----- etcd.log" in out
+    basetemp = str(tmp_path / "basetemp")
+    assert not _processes_mentioning(basetemp), "the apiserver fixture left processes behind"
+
+
+def _processes_mentioning(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found

@@ -4,6 +4,8 @@ Available on the nodes its flavors ask for; ``--down`` stops a running demo with
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -67,6 +69,19 @@ def test_demo_down_stops_a_running_demo(tmp_path: Path) -> None:
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(1)
             assert demo.poll() is None, "the demo must keep running until stopped"
+            # Running it again on the same work dir is refused, and leaves the first one alone.
+            again = subprocess.run(
+                [*LLMAZ, "demo", "--workdir", str(workdir), "--exit-when-ready"],
+                cwd=ROOT,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            assert again.returncode == 1, again.stdout + again.stderr
+            assert f"a demo is already running under {workdir} (pid {demo.pid})" in again.stdout
+            assert "Booting" not in again.stdout
+            assert demo.poll() is None
             down = subprocess.run(
                 [*LLMAZ, "demo", "--down", "--workdir", str(workdir)],
                 cwd=ROOT,
@@ -126,3 +141,75 @@ def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: s
     pods = control_plane.get_json("pods", "-n", namespace)["items"]
     pools = {p["metadata"]["name"]: p["spec"]["nodeName"].split("-")[1] for p in pods}
     assert pools == {"qwen2-0--5b-gguf-0": "cpu", "qwen2-0--5b-sglang-0": "l4"}
+
+
+def test_demo_ctrl_c_during_boot_stops_everything(tmp_path: Path) -> None:
+    """SIGINT (what Ctrl-C sends) while the control plane is half up: exit 130, no process left."""
+    workdir = tmp_path / "demo"
+    log = tmp_path / "demo.log"
+    with log.open("w") as sink:
+        demo = subprocess.Popen(
+            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            # The scheduler's log appears once etcd, the apiserver and the controller-manager run.
+            deadline = time.monotonic() + 180
+            while not (workdir / "logs" / "kube-scheduler.log").exists():
+                assert demo.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+            assert _processes_mentioning(str(workdir)), "components should be running by now"
+            demo.send_signal(signal.SIGINT)
+            assert demo.wait(timeout=60) == 130, log.read_text()
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+    assert "interrupted; control plane stopped" in log.read_text()
+    assert not _processes_mentioning(str(workdir)), "components left running after Ctrl-C"
+    assert not (workdir / "control-plane.json").exists()
+
+
+def test_demo_refuses_a_workdir_it_did_not_make(tmp_path: Path) -> None:
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "todo.txt").write_text("keep me\n")
+    res = subprocess.run(
+        [*LLMAZ, "demo", "--workdir", str(mine), "--exit-when-ready"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "holds files a demo did not make (todo.txt)" in res.stdout
+    assert (mine / "todo.txt").read_text() == "keep me\n"
+
+
+def test_demo_without_go_says_what_to_install(tmp_path: Path) -> None:
+    """No `go` on PATH (and no prebuilt root given): one clear message, exit 1, no traceback."""
+    only_bash = tmp_path / "bin"
+    only_bash.mkdir()
+    bash = shutil.which("bash")
+    assert bash
+    (only_bash / "bash").symlink_to(bash)
+    env = {k: v for k, v in os.environ.items() if k != "LLMAZ_GO_TOOLS_ROOT"}
+    env["PATH"] = str(only_bash)
+    res = subprocess.run(
+        [*LLMAZ, "demo", "--workdir", str(tmp_path / "demo"), "--exit-when-ready"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out
+    assert "the Go toolchain is missing" in out
+    assert "install Go >= 1.26" in out
+    assert "Traceback" not in out

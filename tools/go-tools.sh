@@ -6,6 +6,13 @@
 #
 #   tools/go-tools.sh            -> prints the bin dir on stdout (build logs and timings on stderr)
 #   tools/go-tools.sh --root     -> prints the keyed output dir (bin/, manifests/, helm-plugins/)
+#   tools/go-tools.sh --verify   -> like the default, and also re-runs the checks of every binary and
+#                                   data file (a cold build always runs them before marking the set)
+#
+# Safe to call every time: a warm call only tests <key>/.complete; concurrent callers serialise on a
+# lock per key; a build that fails leaves no .complete, so the next call builds again.
+# Exit codes: 0 ok, 1 build or check failed, 2 bad argument, 3 no `go` on PATH (the Python harness
+# turns 3 into a "install Go" message).
 #
 # Env: GO_TOOLS_CACHE (default ~/.cache/llmaz/go-tools), GO_TOOLS_KEEP_CACHE=1 keeps GOCACHE.
 set -euo pipefail
@@ -16,6 +23,7 @@ LWS_V=v0.9.0    # v0.10.x is not served by proxy.golang.org (403); v0.9.0 uses k
 K8S_V=v1.36.3
 RECIPE=4  # bump when the build steps below change
 
+case ${1:-} in ""|--root|--verify) ;; *) echo "usage: $0 [--root|--verify]" >&2; exit 2 ;; esac
 command -v go >/dev/null || { echo "[go-tools] go toolchain missing: install Go >= 1.26" >&2; exit 3; }
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-trimpath GOPROXY=${GOPROXY:-https://proxy.golang.org,direct}
 KEY=$(printf '%s\n' "$RECIPE" "$(go env GOVERSION)" $HELM_V $UNTT_V $KWOK_V $LWS_V $K8S_V | sha256sum | cut -c1-16)
@@ -23,13 +31,42 @@ ROOT=${GO_TOOLS_CACHE:-$HOME/.cache/llmaz/go-tools}
 OUT=$ROOT/$KEY
 BIN=$OUT/bin
 emit() { if [[ ${1:-} == --root ]]; then echo "$OUT"; else echo "$BIN"; fi; }
-if [[ -f $OUT/.complete ]]; then emit "${1:-}"; exit 0; fi
+# Every binary runs and reports the pinned version; the data files the harness reads are there.
+verify() {
+  local out
+  need() { [[ -e $1 ]] || { echo "[go-tools] missing $1" >&2; return 1; }; }
+  has() {  # has WHAT EXPECTED CMD...: CMD succeeds and its output mentions EXPECTED
+    if ! out=$("${@:3}" 2>&1) || [[ $out != *"$2"* ]]; then
+      echo "[go-tools] $1 check failed (want '$2'): ${out:0:300}" >&2; return 1
+    fi
+    echo "[go-tools] ok $1: $(head -n1 <<<"$out")" >&2
+  }
+  has kube-apiserver "$K8S_V" "$BIN/kube-apiserver" --version
+  has kube-controller-manager "$K8S_V" "$BIN/kube-controller-manager" --version
+  has kube-scheduler "$K8S_V" "$BIN/kube-scheduler" --version
+  has kubectl "$K8S_V" "$BIN/kubectl" version --client
+  has etcd "etcd Version: 3.6." "$BIN/etcd" --version
+  has helm "$HELM_V" "$BIN/helm" version --short
+  has helm-unittest "unittest" "$BIN/untt" --help
+  has kwok "$KWOK_V" "$BIN/kwok" --version
+  has kwokctl "$KWOK_V" "$BIN/kwokctl" --version
+  has lws-controller "-config" "$BIN/lws-controller" --help
+  need "$OUT/manifests/lws/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+  need "$OUT/manifests/lws-webhooks.yaml"
+  need "$OUT/manifests/k8s-swagger.json"
+  need "$OUT/helm-plugins/unittest/plugin.yaml"
+  compgen -G "$OUT/manifests/kwok-stages/*.yaml" >/dev/null || { echo "[go-tools] no KWOK stage files" >&2; return 1; }
+}
+if [[ -f $OUT/.complete ]]; then
+  if [[ ${1:-} == --verify ]]; then verify; fi
+  emit "${1:-}"; exit 0
+fi
 
 # One build at a time per key: parallel callers (CI prefetch + test session) wait for each other.
 mkdir -p "$ROOT"
 exec 9>"$ROOT/.lock-$KEY"
 flock 9
-if [[ -f $OUT/.complete ]]; then emit "${1:-}"; exit 0; fi
+if [[ -f $OUT/.complete ]]; then emit "${1:-}"; exit 0; fi  # another caller built it meanwhile
 
 export GOMODCACHE=$ROOT/gomod GOCACHE=$ROOT/gocache   # shared across keys
 mkdir -p "$BIN" "$OUT/manifests" "$OUT/helm-plugins/unittest"
@@ -69,8 +106,9 @@ ln -sf "$BIN/untt" "$OUT/helm-plugins/unittest/untt"
 t kwok env GOBIN="$BIN" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_V" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_V"
 d=$(moddir "sigs.k8s.io/kwok@$KWOK_V" Dir)
 mkdir -p "$OUT/manifests/kwok-stages"
-cp "$d"/kustomize/stage/node/fast/*.yaml "$d"/kustomize/stage/pod/fast/*.yaml "$OUT/manifests/kwok-stages/" 2>/dev/null || true
-cp "$d"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$OUT/manifests/kwok-stages/" 2>/dev/null || true
+# (a missing stage directory fails the build here, not later as "no KWOK stage files" in a test)
+cp "$d"/kustomize/stage/node/fast/*.yaml "$d"/kustomize/stage/pod/fast/*.yaml \
+  "$d"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$OUT/manifests/kwok-stages/"
 rm -f "$OUT/manifests/kwok-stages/kustomization.yaml"
 chmod -R u+w "$OUT/manifests"
 
@@ -114,14 +152,7 @@ t kube-controller-manager+scheduler+kubectl go build -ldflags "$KLD" -o "$BIN/" 
   k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
 t etcd go build -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 
-# verify every binary runs
-"$BIN/kube-apiserver" --version >&2
-"$BIN/kubectl" version --client >&2
-"$BIN/etcd" --version >&2
-"$BIN/helm" version --short >&2
-"$BIN/untt" --help >/dev/null
-"$BIN/kwok" --version >&2
-"$BIN/lws-controller" --help >/dev/null 2>&1 || true
+verify
 [[ ${GO_TOOLS_KEEP_CACHE:-0} == 1 ]] || go clean -cache
 echo "[go-tools] all tools ready in $((SECONDS-TOTAL))s under $OUT" >&2
 touch "$OUT/.complete"

@@ -33,8 +33,10 @@ from llmaz.testing.cluster import (
     DEFAULT_NODE_POOLS,
     POOL_LABEL,
     STATE_FILE,
+    WORKDIR_MARKER,
     ControlPlane,
     ControlPlaneError,
+    Kubectl,
     NodePool,
     go_tools_root,
     pid_alive,
@@ -160,31 +162,20 @@ def describe(docs: Sequence[Mapping[str, Any]]) -> dict[str, Workload]:
 
 
 class Cluster:
-    """kubectl against either our control plane or an existing cluster."""
+    """kubectl (the shared :class:`~llmaz.testing.cluster.Kubectl` runner) against either our
+    control plane or an existing cluster, plus the few object operations the demo needs."""
 
     def __init__(self, kubectl: Path, kubeconfig: Path, namespace: str) -> None:
-        self.kubectl_path = kubectl
-        self.kubeconfig = kubeconfig
+        self.run = Kubectl(kubectl, kubeconfig)
         self.namespace = namespace
 
-    def run(
-        self,
-        *args: str,
-        input: str | None = None,
-        check: bool = True,
-        timeout: float = 120,
-    ) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run(
-            [str(self.kubectl_path), f"--kubeconfig={self.kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and res.returncode != 0:
-            raise DemoError(f"kubectl {' '.join(args[:3])} … failed:\n{res.stderr.strip()}")
-        return res
+    @property
+    def kubectl_path(self) -> Path:
+        return self.run.path
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.run.kubeconfig
 
     def apply(self, docs: Sequence[Mapping[str, Any]], *, namespaced: bool = True) -> list[dict[str, Any]]:
         if not docs:
@@ -200,7 +191,7 @@ class Cluster:
             *extra,
             "-f",
             "-",
-            input=yaml.safe_dump_all([dict(d) for d in docs], sort_keys=False),
+            input=docs,
         )
         out = json.loads(res.stdout)
         items: list[dict[str, Any]] = out.get("items", [out]) if out.get("kind") == "List" else [out]
@@ -380,6 +371,38 @@ def _running_owner(workdir: Path) -> int | None:
     return owner if owner and pid_alive(owner) else None
 
 
+# What a ControlPlane work dir holds; a directory with anything else is not wiped.
+_CONTROL_PLANE_ENTRIES = frozenset(
+    {
+        WORKDIR_MARKER,
+        STATE_FILE,
+        "admin.kubeconfig",
+        "audit-policy.yaml",
+        "kwok.yaml",
+        "lws-config.yaml",
+        "etcd",
+        "logs",
+        "pki",
+    }
+)
+
+
+def _reset_workdir(workdir: Path) -> None:
+    """Remove the previous demo's data; refuse a directory the demo did not make."""
+    if not workdir.exists():
+        return
+    if not workdir.is_dir():
+        raise DemoError(f"--workdir {workdir} is not a directory")
+    names = {p.name for p in workdir.iterdir()}
+    foreign = sorted(n for n in names if n not in _CONTROL_PLANE_ENTRIES and not n.endswith(".kubeconfig"))
+    if foreign and WORKDIR_MARKER not in names:
+        raise DemoError(
+            f"--workdir {workdir} holds files a demo did not make ({', '.join(foreign[:5])}); "
+            "the demo wipes its work dir, so pass an empty or new directory"
+        )
+    shutil.rmtree(workdir)
+
+
 def run_demo(
     *,
     workdir: Path,
@@ -400,8 +423,7 @@ def run_demo(
             owner = _running_owner(workdir)
             if owner:
                 raise DemoError(f"a demo is already running under {workdir} (pid {owner}): use --down first")
-            if workdir.exists():
-                shutil.rmtree(workdir)
+            _reset_workdir(workdir)
             console.print(
                 "[bold]Booting[/bold] etcd, kube-apiserver, controller-manager, scheduler, KWOK and LWS "
                 f"under {workdir} …"

@@ -44,8 +44,12 @@ import yaml
 
 __all__ = [
     "DEFAULT_NODE_POOLS",
+    "GO_MISSING_EXIT_CODE",
+    "WORKDIR_MARKER",
     "ControlPlane",
     "ControlPlaneError",
+    "Kubectl",
+    "KubectlError",
     "NodePool",
     "go_tools_root",
     "repo_root",
@@ -55,10 +59,62 @@ Tier = Literal["A", "B"]
 FAKE_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 POOL_LABEL = "llmaz.io/demo-node-pool"
 STATE_FILE = "control-plane.json"
+# Written into every work dir a ControlPlane uses, so tools (``llmaz demo``) know it is theirs to wipe.
+WORKDIR_MARKER = ".llmaz-control-plane"
+# tools/go-tools.sh exits with this code when no `go` is on PATH.
+GO_MISSING_EXIT_CODE = 3
 
 
 class ControlPlaneError(RuntimeError):
     """A component failed to start or a wait timed out; the message carries the log tails."""
+
+
+class KubectlError(ControlPlaneError):
+    """A kubectl call exited non-zero; ``returncode``, ``stdout`` and ``stderr`` are kept."""
+
+    def __init__(self, args: Sequence[str], result: subprocess.CompletedProcess[str]) -> None:
+        self.kubectl_args = tuple(args)
+        self.returncode = result.returncode
+        self.stdout = result.stdout
+        self.stderr = result.stderr
+        super().__init__(
+            f"kubectl {' '.join(args)} failed ({result.returncode}):\n"
+            f"{result.stderr.strip()}\n{result.stdout.strip()}".rstrip()
+        )
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    """One kubectl binary and one kubeconfig; used by :class:`ControlPlane` and ``llmaz demo``.
+
+    ``input`` may be YAML text or manifest dicts (dumped as a multi-document stream).
+    """
+
+    path: Path
+    kubeconfig: Path
+
+    def __call__(
+        self,
+        *args: str,
+        input: str | Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        check: bool = True,
+        kubeconfig: Path | None = None,
+        timeout: float = 120.0,
+    ) -> subprocess.CompletedProcess[str]:
+        if input is not None and not isinstance(input, str):
+            docs = [input] if isinstance(input, Mapping) else list(input)
+            input = yaml.safe_dump_all([dict(d) for d in docs], sort_keys=False)
+        res = subprocess.run(
+            [str(self.path), f"--kubeconfig={kubeconfig or self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and res.returncode != 0:
+            raise KubectlError(args, res)
+        return res
 
 
 @dataclass(frozen=True)
@@ -157,16 +213,36 @@ def go_tools_root() -> Path:
     proc = subprocess.run(
         [str(script), "--root"], stdout=subprocess.PIPE, stderr=None, text=True, check=False
     )
+    if proc.returncode == GO_MISSING_EXIT_CODE:
+        raise ControlPlaneError(
+            "the Go toolchain is missing: Kubernetes, etcd, KWOK, LWS and helm are built from their Go "
+            "modules, so install Go >= 1.26 (https://go.dev/dl/), put `go` on PATH and run again"
+        )
     if proc.returncode != 0:
-        raise ControlPlaneError(f"{script} --root failed with exit code {proc.returncode}")
+        raise ControlPlaneError(
+            f"{script} --root failed with exit code {proc.returncode} (its messages are above)"
+        )
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
+_issued_ports: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    """A TCP port free on 127.0.0.1 now, and never handed out before by this process.
+
+    The kernel may give the same ephemeral port to two ``bind(0)`` calls in a row once the first
+    socket is closed; remembering what we handed out keeps two components (or two control planes in
+    one test session) from being configured with the same port.
+    """
+    for _ in range(100):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port: int = s.getsockname()[1]
+        if port not in _issued_ports:
+            _issued_ports.add(port)
+            return port
+    raise ControlPlaneError("no free TCP port on 127.0.0.1 that was not already handed out")
 
 
 # --------------------------------------------------------------------------------------------- PKI
@@ -451,8 +527,12 @@ class ControlPlane:
         if self._started:
             return
         t0 = time.monotonic()
+        # Build or find the tools before anything else, so a missing Go is one clear error.
+        if not self.bin_dir.is_dir():
+            raise ControlPlaneError(f"{self.bin_dir} does not exist: run tools/go-tools.sh")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / WORKDIR_MARKER).write_text("a work dir of llmaz.testing.cluster.ControlPlane\n")
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # always a fresh cluster
         self._started = True
         try:
@@ -937,8 +1017,10 @@ class ControlPlane:
             )
             if res.returncode != 0:
                 return False
-            # The defaulting webhook fills startupPolicy: proof that the call reached the controller.
-            return "startupPolicy" in res.stdout
+            # Only the defaulting webhook sets networkConfig (the CRD schema has no default for it,
+            # unlike startupPolicy or rolloutStrategy): proof that the call reached the controller.
+            spec = json.loads(res.stdout).get("spec", {})
+            return (spec.get("networkConfig") or {}).get("subdomainPolicy") == "Shared"
 
         self.wait_for(webhook_answers, "the LWS webhooks to answer", timeout=60)
 
@@ -996,24 +1078,12 @@ class ControlPlane:
         kubeconfig: Path | None = None,
         timeout: float = 120.0,
     ) -> subprocess.CompletedProcess[str]:
-        """Run the built kubectl against this control plane (admin unless ``kubeconfig`` is given)."""
-        if input is not None and not isinstance(input, str):
-            docs = [input] if isinstance(input, Mapping) else list(input)
-            input = yaml.safe_dump_all([dict(d) for d in docs], sort_keys=False)
-        res = subprocess.run(
-            [str(self.kubectl_path), f"--kubeconfig={kubeconfig or self.admin_kubeconfig}", *args],
-            input=input,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-        if check and res.returncode != 0:
-            raise ControlPlaneError(
-                f"kubectl {' '.join(args)} failed ({res.returncode}):\n"
-                f"{res.stderr.strip()}\n{res.stdout.strip()}"
-            )
-        return res
+        """Run the built kubectl against this control plane (admin unless ``kubeconfig`` is given).
+
+        Raises :class:`KubectlError` on a non-zero exit when ``check``.
+        """
+        run = Kubectl(self.kubectl_path, self.admin_kubeconfig)
+        return run(*args, input=input, check=check, kubeconfig=kubeconfig, timeout=timeout)
 
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", *args, "-o", "json").stdout)
