@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from llmaz.api import KINDS, Resource
-from llmaz.api._base import RULE_ID_KEY
+from llmaz.api._base import RULE_ID_KEY, CelRule
 from llmaz.api.k8s import K8S_BOUNDS_KEY, K8S_SCHEMA_KEY
 
 Schema = dict[str, Any]
@@ -235,6 +235,16 @@ def _apply_bounds(schema: Schema, bounds: dict[str, Schema]) -> None:
         node.update(keywords)
 
 
+def _without_nulls(value: Any) -> Any:
+    """A model default as JSON without its unset (None) fields: a null is not a valid value of a
+    structural schema node, and an unset field is simply absent."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return copy.deepcopy(value)
+
+
 class _ModelConverter:
     def __init__(self, defs: dict[str, Schema], openapi: KubernetesOpenAPI) -> None:
         self.defs = defs
@@ -281,6 +291,8 @@ class _ModelConverter:
             elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
                 out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
                 out[key] = True
+            elif key == "default":
+                out[key] = _without_nulls(value)
             elif key in _SCHEMA_KEYWORDS:
                 out[key] = copy.deepcopy(value)
             else:
@@ -301,7 +313,9 @@ def _root_schema(kind: type[Resource], openapi: KubernetesOpenAPI) -> Schema:
         "description": "APIVersion of this representation of the object.",
     }
     props["kind"] = {"type": "string", "description": "Kind of the object, in CamelCase."}
-    props["metadata"] = {"type": "object"}
+    # Only name (and generateName) may be described at the root; declaring name lets CEL rules
+    # report their errors at metadata.name instead of at the object root.
+    props["metadata"] = {"type": "object", "properties": {"name": {"type": "string"}}}
     converted["required"] = ["spec"]
     return converted
 
@@ -476,7 +490,7 @@ def _walk_rules(node: Schema, path: str, out: list[tuple[str, Schema]]) -> None:
     if K8S_SCHEMA_KEY in node:
         return
     for rule in node.get("x-kubernetes-validations", ()):
-        out.append((path or "(the object)", rule))
+        out.append((path, rule))
     for prop, sub in node.get("properties", {}).items():
         _walk_rules(sub, f"{path}.{prop}" if path else prop, out)
     for inner, suffix in (("items", "[]"), ("additionalProperties", ".*")):
@@ -485,17 +499,36 @@ def _walk_rules(node: Schema, path: str, out: list[tuple[str, Schema]]) -> None:
             _walk_rules(sub, path + suffix, out)
 
 
-def _rule_docs() -> dict[str, str]:
+def _cel_rules() -> dict[str, CelRule]:
+    """Every CEL rule declared by the models, by id."""
     from llmaz.api._base import ApiModel
 
-    docs: dict[str, str] = {}
+    rules: dict[str, CelRule] = {}
     stack: list[type[ApiModel]] = [ApiModel]
     while stack:
         cls = stack.pop()
         stack.extend(cls.__subclasses__())
         for rule in cls.__dict__.get("cel_rules", ()):
-            docs[rule.id] = rule.doc
-    return docs
+            rules[rule.id] = rule
+    return rules
+
+
+_REASON_TEXT = {
+    "FieldValueInvalid": "Invalid value",
+    "FieldValueForbidden": "Forbidden",
+    "FieldValueRequired": "Required value",
+}
+"""How the API server prints a rule's reason (Invalid value when the rule declares none)."""
+
+
+def rule_error(path: str, rule: CelRule) -> str:
+    """The error line the API server prints when ``rule`` (on the node at ``path``) fails, with a
+    ``<placeholder>`` for the offending value; list items are written ``[i]``."""
+    field = (path + (rule.field_path or "")).replace("[]", "[i]").lstrip(".") or "<nil>"
+    text = f"{field}: {_REASON_TEXT[rule.reason or 'FieldValueInvalid']}: {rule.message}"
+    if rule.value is not None:
+        text += f" (got <{rule.value}>)"
+    return text
 
 
 def _kind_page(kind: type[Resource], schema: Schema) -> str:
@@ -541,19 +574,22 @@ def _kind_page(kind: type[Resource], schema: Schema) -> str:
             "rejects the object with the message shown.",
             "",
         ]
-    explanations = _rule_docs()
+    declared = _cel_rules()
     for path, rule in rules:
-        rule_id = str(rule.get(RULE_ID_KEY, "rule"))
+        rule_id = str(rule[RULE_ID_KEY])
+        cel = declared[rule_id]
         lines += [
             f"### `{rule_id}`",
             "",
-            f"On `{path}`" + (f", reported at `{rule['fieldPath']}`" if "fieldPath" in rule else "") + ".",
+            f"On `{path or '(the object)'}`. When it fails, the API server answers:",
             "",
-            f"Message: **{rule['message']}**",
+            "```text",
+            rule_error(path, cel),
+            "```",
             "",
         ]
-        if explanations.get(rule_id):
-            lines += [explanations[rule_id], ""]
+        if cel.doc:
+            lines += [cel.doc, ""]
         lines += ["```cel", str(rule["rule"]), "```", ""]
     return "\n".join(lines).rstrip() + "\n"
 
@@ -580,8 +616,76 @@ def doc_pages(openapi: KubernetesOpenAPI | None = None) -> dict[str, str]:
             f"| [{kind.kind_name()}]({page}) | `{kind.api_version_string()}` | {kind.scope} | "
             f"{', '.join(f'`{n}`' for n in kind.short_names)} |"
         )
+    index += ["", SDK_SECTION.strip()]
     pages["index.md"] = "\n".join(index) + "\n"
     return pages
+
+
+SDK_SECTION = """
+## Python SDK
+
+The models are a public Python API (`llmaz.api`): build objects in code and get manifests out, or
+parse manifests into typed objects. Field names are snake_case in Python and camelCase in manifests.
+Manifests hold only the fields that were set, so parsing and dumping a manifest gives back the same
+JSON; defaults are still visible on the typed objects. (The unit tests run this example.)
+
+```python
+import yaml
+from pydantic import ValidationError
+
+from llmaz.api import (
+    ModelClaim,
+    ModelHub,
+    ModelSource,
+    ModelSpec,
+    OpenModel,
+    Playground,
+    PlaygroundSpec,
+    parse_manifest,
+    parse_manifests,
+)
+
+# Build in code -> manifests.
+model = OpenModel.new(
+    "qwen2-0--5b",
+    spec=ModelSpec(
+        family_name="qwen2",
+        source=ModelSource(model_hub=ModelHub(model_id="Qwen/Qwen2-0.5B-Instruct")),
+    ),
+)
+playground = Playground.new(
+    "qwen2-0--5b",
+    namespace="default",
+    spec=PlaygroundSpec(model_claim=ModelClaim(model_name="qwen2-0--5b")),
+)
+text = yaml.safe_dump_all([model.to_manifest(), playground.to_manifest()], sort_keys=False)
+print(text)  # ready for `kubectl apply -f -`
+assert playground.to_manifest()["spec"] == {"modelClaim": {"modelName": "qwen2-0--5b"}}
+assert playground.spec.replicas == 1  # the default, as the API server would set it
+
+# Manifests -> typed objects (documents of other kinds are skipped).
+objects = parse_manifests(yaml.safe_load_all(text))
+assert objects == [model, playground]
+assert isinstance(objects[1], Playground)
+
+# Bad input fails with the field path, the value and the rule.
+bad = playground.to_manifest()
+bad["spec"]["replicas"] = -1
+try:
+    parse_manifest(bad)
+except ValidationError as err:
+    print(err)  # spec.replicas: Input should be greater than or equal to 0 [..., input_value=-1, ...]
+    assert err.errors()[0]["loc"] == ("spec", "replicas")
+else:
+    raise AssertionError("replicas -1 was accepted")
+```
+
+The models check each field (types, enums, bounds, unknown fields). Rules across fields, such as
+*exactly one of modelClaim or modelClaims*, are the CEL rules listed on each kind's page: the API
+server enforces them, and `llmaz.testing.cel.validate_manifest` evaluates them offline (it needs the
+`cel-python` package of the `test` dependency group).
+"""
+"""The SDK section of the API reference index (its example is executed by the unit tests)."""
 
 
 # --------------------------------------------------------------------------------------------------

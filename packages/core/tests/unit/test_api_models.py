@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -65,6 +68,18 @@ def test_defaults_are_visible_but_not_serialised() -> None:
     template = LeaderWorkerTemplate(worker_template={"spec": {"containers": [{"name": "model-runner"}]}})
     assert (template.size, template.restart_policy) == (1, "RecreateGroupOnPodRestart")
     assert RolloutStrategy().type == "RollingUpdate"
+    service_spec = ServiceSpec(
+        model_claims=ModelClaims(models=[ModelRef(name="m")]), workload_template=template
+    )
+    assert service_spec.replicas == 1
+    rolling = service_spec.rollout_strategy.rolling_update_configuration
+    assert rolling is not None
+    assert (service_spec.rollout_strategy.type, rolling.max_unavailable, rolling.max_surge) == (
+        "RollingUpdate",
+        1,
+        0,
+    )
+    assert "rolloutStrategy" not in service_spec.to_dict()
 
 
 def test_manifest_round_trip_of_objects_built_in_code() -> None:
@@ -180,3 +195,19 @@ def test_kind_metadata() -> None:
     assert Playground.scale is not None
     assert Service.scale is not None
     assert OpenModel.scale is None
+
+
+API_INDEX = Path(__file__).resolve().parents[4] / "docs" / "reference" / "api" / "index.md"
+
+
+def test_documented_sdk_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The Python example of the API reference works as written (build -> manifest -> parse, and a
+    bad value rejected with its field path and value)."""
+    blocks = re.findall(r"^```python\n(.*?)^```$", API_INDEX.read_text(), re.MULTILINE | re.DOTALL)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], str(API_INDEX), "exec"), {})
+    out = capsys.readouterr().out
+    assert "kind: OpenModel" in out
+    assert "kind: Playground" in out
+    assert "spec.replicas" in out
+    assert "input_value=-1" in out

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from llmaz.api import kind_for, parse_manifest
-from llmaz.testing.cel import all_rule_ids, validate_manifest
+from llmaz.api import KINDS, kind_for, parse_manifest
+from llmaz.api._base import RULE_ID_KEY
+from llmaz.testing.cel import CelValidator, all_rule_ids, validate_manifest
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "invalid"
 CASES = sorted(CORPUS.glob("*.yaml"))
@@ -28,18 +29,34 @@ def test_corpus_is_big_enough_and_covers_every_rule() -> None:
     assert covered == all_rule_ids()
 
 
+def _rules_showing_the_value() -> set[str]:
+    return {
+        str(rule[RULE_ID_KEY])
+        for kind in KINDS
+        for _path, rule in CelValidator.for_kind(kind).rules()
+        if "messageExpression" in rule
+    }
+
+
 @pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
 def test_invalid_case_fails_exactly_its_rule(path: Path) -> None:
+    """Each case names its rule, the message, the field the API server reports and, for rules whose
+    message carries the offending value, that value: the error a user sees is pinned down fully."""
     case = _load(path)
-    assert set(case) == {"rule", "expect", "object"}
+    assert {"rule", "expect", "field", "object"} <= set(case) <= {"rule", "expect", "field", "got", "object"}
+    assert ("got" in case) == (case["rule"] in _rules_showing_the_value()), "got: iff the rule shows a value"
     obj = case["object"]
     # schema-valid: only the CEL rule rejects it
     model = parse_manifest(obj)
     assert model.to_manifest() == json.loads(json.dumps(obj))
     failures = validate_manifest(obj)
     assert [f.rule_id for f in failures] == [case["rule"]], failures
-    assert failures[0].error is None, failures[0].error
-    assert case["expect"] in failures[0].message
+    failure = failures[0]
+    assert failure.error is None, failure.error
+    assert failure.field == case["field"]
+    assert failure.message.startswith(case["expect"]), failure.message
+    if "got" in case:
+        assert failure.message.endswith(f" (got {case['got']})"), failure.message
 
 
 @pytest.mark.parametrize(

@@ -160,7 +160,15 @@ def test_printer_columns(all_crds: dict[str, dict[str, Any]]) -> None:
         version = all_crds[kind]["spec"]["versions"][0]
         return {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
 
-    assert columns("OpenModel")["ModelID"] == ".spec.source.modelHub.modelID"
+    # llmaz's columns in llmaz's order (kubectl prints them in this order)
+    assert list(columns("OpenModel").items()) == [
+        ("OwnedBy", ".spec.ownedBy"),
+        ("Age", ".metadata.creationTimestamp"),
+        ("ModelHub", ".spec.source.modelHub.name"),
+        ("ModelID", ".spec.source.modelHub.modelID"),
+        ("URI", ".spec.source.uri"),
+    ]
+    assert list(columns("Playground")) == ["Model", "Replicas", "Status", "Age"]
     assert columns("Playground")["Model"] == ".spec.modelClaim.modelName"
     assert columns("Service")["Status"] == ".status.conditions[?(@.type=='Available')].reason"
     for kind in ("OpenModel", "BackendRuntime", "Playground", "Service"):
@@ -200,9 +208,34 @@ def test_defaults_enums_and_bounds(all_crds: dict[str, dict[str, Any]]) -> None:
         "None",
     ]
     assert wt["restartPolicy"]["default"] == "RecreateGroupOnPodRestart"
-    rolling = svc["properties"]["rolloutStrategy"]["properties"]["rollingUpdateConfiguration"]["properties"]
+    rollout = svc["properties"]["rolloutStrategy"]
+    # llmaz (and LWS) default the whole object, so a Service without it still rolls out one by one
+    assert rollout["default"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    assert rollout["properties"]["type"]["enum"] == ["RollingUpdate"]
+    rolling = rollout["properties"]["rollingUpdateConfiguration"]["properties"]
     assert rolling["maxUnavailable"]["x-kubernetes-int-or-string"] is True
     assert rolling["maxUnavailable"]["default"] == 1
+    assert rolling["maxSurge"]["default"] == 0
+    sub_group = wt["subGroupPolicy"]["properties"]["subGroupPolicyType"]
+    assert (sub_group["enum"], sub_group["default"]) == (["LeaderWorker", "LeaderExcluded"], "LeaderWorker")
+    assert wt["size"]["default"] == 1
+    assert svc["properties"]["replicas"]["default"] == 1
+
+
+def test_name_rule_reports_metadata_name(all_crds: dict[str, dict[str, Any]]) -> None:
+    """The DNS-label rule points at metadata.name (not at the object root, which the API server
+    prints as ``<nil>``); a fieldPath must name a declared property, so the root declares name."""
+    for kind in ("OpenModel", "Playground", "Service"):
+        schema = _schema(all_crds[kind])
+        assert schema["properties"]["metadata"] == {
+            "type": "object",
+            "properties": {"name": {"type": "string"}},
+        }
+        (rule,) = schema["x-kubernetes-validations"]
+        assert rule["fieldPath"] == ".metadata.name"
 
 
 def test_embedded_kubernetes_schemas_are_real(all_crds: dict[str, dict[str, Any]]) -> None:
@@ -287,6 +320,21 @@ def test_api_reference_pages(generated: dict[Path, str]) -> None:
     )
     for kind in (OpenModel, Playground, Service):
         assert "metadata-name-dns-label" in pages[f"{kind.__name__.lower()}.md"]
+    # each rule shows the exact error line the API server prints (field path, reason, message, value)
+    assert (
+        "spec.elasticConfig.minReplicas: Forbidden: minReplicas must be at least 1\n"
+        in pages["playground.md"]
+    )
+    assert (
+        "spec.recommendedConfigs[i].scaleTrigger: Required value: scaleTrigger needs hpa\n"
+        in pages["backendruntime.md"]
+    )
+    assert (
+        "spec.source.uri: Invalid value: unsupported uri protocol: use oss, s3, gcs, ollama or host "
+        "(got <self.uri>)\n" in pages["openmodel.md"]
+    )
+    assert "\nmetadata.name: Invalid value: metadata.name must be a DNS-1123 label" in pages["service.md"]
+    assert "## Python SDK" in pages["index.md"]
 
 
 def _validator(crd: dict[str, Any]) -> Any:

@@ -160,6 +160,7 @@ NAME_IS_DNS_LABEL = CelRule(
         "starting and ending with a letter or digit (no dots)"
     ),
     value="self.metadata.name",
+    field_path=".metadata.name",
     reason="FieldValueInvalid",
     doc=(
         "The name becomes a label value and the name of generated Services and pods, so it must be a "

@@ -246,11 +246,12 @@ class OpenModel(Resource):
     short_names: ClassVar[tuple[str, ...]] = ("om",)
     scope: ClassVar[Scope] = "Cluster"
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
+        # llmaz's columns, in llmaz's order.
         PrinterColumn(name="OwnedBy", type="string", json_path=".spec.ownedBy"),
+        PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
         PrinterColumn(name="ModelHub", type="string", json_path=".spec.source.modelHub.name"),
         PrinterColumn(name="ModelID", type="string", json_path=".spec.source.modelHub.modelID"),
         PrinterColumn(name="URI", type="string", json_path=".spec.source.uri"),
-        PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
     )
 
     spec: ModelSpec

@@ -369,13 +369,25 @@ class RolloutStrategy(ApiModel):
     rolling_update_configuration: RollingUpdateConfiguration | None = None
 
 
+DEFAULT_ROLLOUT_STRATEGY = RolloutStrategy(
+    type=RolloutStrategyType.ROLLING_UPDATE,
+    rolling_update_configuration=RollingUpdateConfiguration(max_unavailable=1, max_surge=0),
+)
+"""The LeaderWorkerSet default, which llmaz's Service CRD also declares for the whole object."""
+
+
 class ServiceSpec(ApiModel):
     """Models served by a LeaderWorkerSet."""
 
     model_claims: ModelClaims = Field(description="The served models (required, unlike in llmaz).")
     replicas: int = Field(default=1, ge=0, le=10_000, description="Number of pod groups.")
     workload_template: LeaderWorkerTemplate = Field(description="Pod templates of one replica.")
-    rollout_strategy: RolloutStrategy | None = Field(default=None, description="How updates roll out.")
+    rollout_strategy: RolloutStrategy = Field(
+        default=DEFAULT_ROLLOUT_STRATEGY,
+        description=(
+            "How updates roll out; a rolling update, one replica unavailable and none surged, when unset."
+        ),
+    )
 
 
 class ServiceStatus(ApiModel):

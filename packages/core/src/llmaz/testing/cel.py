@@ -87,6 +87,15 @@ class RuleFailure:
     message: str
     rule: str
     error: str | None = None
+    field_path: str | None = None
+    """The rule's ``fieldPath`` (relative to ``path``), when it declares one."""
+
+    @property
+    def field(self) -> str:
+        """The field the API server names in its error: ``path`` plus the rule's ``fieldPath``
+        (``spec.elasticConfig.minReplicas``); ``<nil>`` for a rule on the object root without one."""
+        full = self.path + (self.field_path or "")
+        return full.lstrip(".") or "<nil>"
 
 
 def apply_defaults(value: Any, schema: dict[str, Any]) -> Any:
@@ -174,15 +183,16 @@ class CelValidator:
     def _evaluate(self, value: Any, rule: dict[str, Any], path: str) -> RuleFailure | None:
         expression = str(rule["rule"])
         rule_id = str(rule.get(RULE_ID_KEY, expression))
+        field_path = rule.get("fieldPath")
         try:
             result = self._program(expression).evaluate({"self": json_to_cel(value)})
         except Exception as exc:  # a rule that errors rejects the object, as in the API server
-            return RuleFailure(path, rule_id, str(rule["message"]), expression, error=repr(exc))
+            return RuleFailure(path, rule_id, str(rule["message"]), expression, repr(exc), field_path)
         if isinstance(result, Exception):
-            return RuleFailure(path, rule_id, str(rule["message"]), expression, error=repr(result))
+            return RuleFailure(path, rule_id, str(rule["message"]), expression, repr(result), field_path)
         if bool(result):
             return None
-        return RuleFailure(path, rule_id, self._message(value, rule), expression)
+        return RuleFailure(path, rule_id, self._message(value, rule), expression, None, field_path)
 
     def _message(self, value: Any, rule: dict[str, Any]) -> str:
         """The message the API server shows: ``messageExpression`` when it evaluates to a string,
