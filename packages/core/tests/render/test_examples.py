@@ -22,6 +22,7 @@ REQUIRED = {
     "modelscope/playground.yaml",
     "objstore-oss/playground.yaml",
     "hostpath/playground.yaml",
+    "pvc/playground.yaml",
     "sglang/playground.yaml",
     "llamacpp/playground.yaml",
     "tgi/playground.yaml",

@@ -73,7 +73,10 @@ def test_invalid_case_fails_exactly_its_rule(path: Path) -> None:
             "GCS://bucket/path/to/model",
             "ollama://qwen2:0.5b",
             "host:///mnt/models/qwen2",
-            "Host://mnt/models",
+            "Host:///mnt/models",
+            "pvc://models-claim",
+            "pvc://models-claim/qwen2/Qwen2-0.5B",
+            "PVC://team.models/qwen2",
         )
     ],
 )

@@ -330,7 +330,7 @@ def test_api_reference_pages(generated: dict[Path, str]) -> None:
         in pages["backendruntime.md"]
     )
     assert (
-        "spec.source.uri: Invalid value: unsupported uri protocol: use oss, s3, gcs, ollama or host "
+        "spec.source.uri: Invalid value: unsupported uri protocol: use oss, s3, gcs, ollama, host or pvc "
         "(got <self.uri>)\n" in pages["openmodel.md"]
     )
     assert "\nmetadata.name: Invalid value: metadata.name must be a DNS-1123 label" in pages["service.md"]

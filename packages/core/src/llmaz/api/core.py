@@ -124,13 +124,16 @@ class ModelSource(ApiModel):
             id="uri-protocol",
             rule=(
                 f"!has(self.uri) || !self.uri.matches('{_URI_SHAPE}') || "
-                "self.uri.lowerAscii().matches('^(oss|s3|gcs|ollama|host)://')"
+                "self.uri.lowerAscii().matches('^(oss|s3|gcs|ollama|host|pvc)://')"
             ),
-            message="unsupported uri protocol: use oss, s3, gcs, ollama or host",
+            message="unsupported uri protocol: use oss, s3, gcs, ollama, host or pvc",
             value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
-            doc="Protocols are case-insensitive, as in llmaz.",
+            doc=(
+                "Protocols are case-insensitive, as in llmaz. pvc:// (a PersistentVolumeClaim in the "
+                "workload's namespace) is an addition."
+            ),
         ),
         CelRule(
             id="uri-oss-address",
@@ -153,6 +156,30 @@ class ModelSource(ApiModel):
             value="self.uri",
             field_path=".uri",
             reason="FieldValueInvalid",
+        ),
+        CelRule(
+            id="uri-host-absolute-path",
+            rule=(
+                "!has(self.uri) || !self.uri.lowerAscii().startsWith('host://') || "
+                "self.uri.matches('^[^:]+:///.*$')"
+            ),
+            message="host uris must be host://<absolute path>, e.g. host:///models/qwen2",
+            value="self.uri",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+            doc="llmaz accepted any address and mounted a relative path; the path must be absolute.",
+        ),
+        CelRule(
+            id="uri-pvc-claim",
+            rule=(
+                "!has(self.uri) || !self.uri.lowerAscii().startsWith('pvc://') || "
+                "self.uri.matches('^[^:]+://[a-z0-9]([-a-z0-9.]*[a-z0-9])?(/.*)?$')"
+            ),
+            message="pvc uris must be pvc://<claim name>[/<path in the volume>]",
+            value="self.uri",
+            field_path=".uri",
+            reason="FieldValueInvalid",
+            doc="The claim is mounted read-only; the model path is the path inside the volume.",
         ),
     )
 
