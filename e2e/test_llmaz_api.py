@@ -15,6 +15,7 @@ import yaml
 
 from llmaz.cli.demo import llmaz_crd_documents
 from llmaz.testing.cluster import ControlPlane
+from llmaz.testing.schemas import module_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = sorted((ROOT / "packages" / "core" / "tests" / "corpus" / "invalid").glob("*.yaml"))
@@ -74,7 +75,33 @@ def _served_kinds(cp: ControlPlane, api_version: str, cache: dict[str, set[str] 
     return cache[api_version]
 
 
-def test_every_example_is_accepted_by_the_api_server(control_plane: ControlPlane, crds: list[str]) -> None:
+GATEWAY_API_VERSIONS = ("v1.6.3",)
+"""Gateway API module versions tried in order (v1.7 needs a newer Go than the machines have)."""
+UNAVAILABLE_KINDS = {"AIGatewayRoute", "AIServiceBackend"}
+"""Envoy AI Gateway kinds: the Go module proxy refuses every github.com/envoyproxy/ai-gateway
+version, so their CRDs cannot be installed here and these documents are listed, not validated."""
+
+
+@pytest.fixture(scope="module")
+def gateway_api_crds(control_plane: ControlPlane) -> list[str]:
+    """The real Gateway API CRDs (with their CEL rules) for the gateway examples."""
+    files = [
+        module_file("sigs.k8s.io/gateway-api", GATEWAY_API_VERSIONS, f"config/crd/standard/{name}")
+        for name in (
+            "gateway.networking.k8s.io_gatewayclasses.yaml",
+            "gateway.networking.k8s.io_gateways.yaml",
+            "gateway.networking.k8s.io_httproutes.yaml",
+        )
+    ]
+    control_plane.apply(files, "--server-side")
+    names = ["gatewayclasses.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io"]
+    control_plane.wait_established(names)
+    return names
+
+
+def test_every_example_is_accepted_by_the_api_server(
+    control_plane: ControlPlane, crds: list[str], gateway_api_crds: list[str]
+) -> None:
     assert EXAMPLES, "docs/examples holds no manifests"
     cache: dict[str, set[str] | None] = {}
     accepted, skipped, failures = 0, [], []
@@ -93,9 +120,11 @@ def test_every_example_is_accepted_by_the_api_server(control_plane: ControlPlane
                 failures.append(f"{label}: {res.stderr.strip()}")
             else:
                 accepted += 1
-    print(f"examples: {accepted} accepted, {len(skipped)} skipped (kind not installed): {skipped}")
+    print(f"examples: {accepted} accepted, {len(skipped)} not validated (CRD unavailable): {skipped}")
     assert not failures, "\n".join(failures)
     assert accepted >= 10
+    # Only kinds whose CRDs truly cannot be had may go unvalidated; any other kind must be installed.
+    assert {label.rsplit(": ", 1)[1].split("/")[0] for label in skipped} <= UNAVAILABLE_KINDS, skipped
 
 
 def test_llmaz_crds_output_passes_kubectl_client_and_server_dry_run(apiserver: ControlPlane) -> None:
@@ -115,3 +144,29 @@ def test_llmaz_crds_output_passes_kubectl_client_and_server_dry_run(apiserver: C
         res = apiserver.kubectl("apply", f"--dry-run={mode}", "-f", "-", input=out, check=False)
         assert res.returncode == 0, (mode, res.stderr)
         assert res.stdout.count("customresourcedefinition.apiextensions.k8s.io/") == 4, res.stdout
+
+
+def test_llmaz_category_printer_columns_and_scale_subresource(
+    control_plane: ControlPlane, crds: list[str], namespace: str
+) -> None:
+    # What users (and HPAs) touch: `kubectl get llmaz`, the printer columns, `kubectl scale`.
+    docs = [
+        d for d in yaml.safe_load_all((ROOT / "docs/examples/huggingface/playground.yaml").read_text()) if d
+    ]
+    for doc in docs:
+        if doc["kind"] == "Playground":
+            doc["metadata"]["namespace"] = namespace
+    control_plane.kubectl("apply", "-f", "-", input=docs)
+    listed = control_plane.kubectl("get", "llmaz", "-A", "-o", "name").stdout.split()
+    assert "openmodel.llmaz.io/opt-125m" in listed
+    assert "playground.inference.llmaz.io/opt-125m" in listed
+    table = control_plane.kubectl("get", "pl", "-n", namespace).stdout.splitlines()
+    assert table[0].split() == ["NAME", "MODEL", "REPLICAS", "STATUS", "AGE"]
+    assert table[1].split()[:2] == ["opt-125m", "opt-125m"]
+    om = control_plane.kubectl("get", "om", "opt-125m").stdout.splitlines()
+    assert om[0].split()[:3] == ["NAME", "OWNEDBY", "AGE"]
+    assert "facebook/opt-125m" in om[1]
+    control_plane.kubectl("scale", "playground/opt-125m", "-n", namespace, "--replicas=3")
+    pg = control_plane.get_json("playground", "opt-125m", "-n", namespace)
+    assert pg["spec"]["replicas"] == 3
+    control_plane.kubectl("delete", "openmodel", "opt-125m")
