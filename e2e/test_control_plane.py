@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive
+from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive, processes_mentioning
 
 
 def _pod(name: str, gpus: int) -> dict[str, Any]:
@@ -463,18 +463,4 @@ def test_pytest_fixture_reports_logs_on_failure_and_cleans_up(tmp_path: Path) ->
     assert "----- apiserver.log" in out
     assert "----- etcd.log" in out
     basetemp = str(tmp_path / "basetemp")
-    assert not _processes_mentioning(basetemp), "the apiserver fixture left processes behind"
-
-
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
+    assert not processes_mentioning(basetemp), "the apiserver fixture left processes behind"

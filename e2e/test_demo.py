@@ -3,34 +3,49 @@ Available on the nodes its flavors ask for; ``--down`` stops a running demo with
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from llmaz.testing.cluster import ControlPlane
+from llmaz.testing.cluster import ControlPlane, processes_mentioning
 
 LLMAZ = [sys.executable, "-m", "llmaz.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _processes_mentioning(text: str) -> list[str]:
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit() or int(proc.name) == os.getpid():
-            continue
+@contextlib.contextmanager
+def _running_demo(workdir: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``llmaz demo`` in the background with its output in ``log``; killed if still alive after."""
+    with log.open("w") as sink:
+        demo = subprocess.Popen(
+            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if text in cmdline:
-            found.append(f"{proc.name}: {cmdline}")
-    return found
+            yield demo
+        finally:
+            if demo.poll() is None:
+                demo.kill()
+                demo.wait()
+
+
+def _wait_until(demo: subprocess.Popen[bytes], log: Path, done: Callable[[], bool], timeout: float) -> None:
+    """Poll until ``done()``; fail with the demo's output if it exits or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert demo.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.2)
 
 
 def test_demo_exit_when_ready(tmp_path: Path) -> None:
@@ -49,55 +64,40 @@ def test_demo_exit_when_ready(tmp_path: Path) -> None:
     for model in ("opt-125m", "qwen2-0--5b-sglang", "qwen2-0--5b-gguf", "llama3--1-405b-instruct"):
         assert model in out
     assert "get llmaz,lws,pods -A -o wide" in out
-    assert not _processes_mentioning(str(workdir)), "components left running after the demo exited"
+    assert not processes_mentioning(str(workdir)), "components left running after the demo exited"
 
 
 def test_demo_down_stops_a_running_demo(tmp_path: Path) -> None:
     workdir = tmp_path / "demo"
     log = tmp_path / "demo.log"
-    with log.open("w") as sink:
-        demo = subprocess.Popen(
-            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
+    with _running_demo(workdir, log) as demo:
+        _wait_until(demo, log, lambda: "every workload is Available" in log.read_text(), 300)
+        assert demo.poll() is None, "the demo must keep running until stopped"
+        # Running it again on the same work dir is refused, and leaves the first one alone.
+        again = subprocess.run(
+            [*LLMAZ, "demo", "--workdir", str(workdir), "--exit-when-ready"],
             cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
         )
-        try:
-            deadline = time.monotonic() + 300
-            while "every workload is Available" not in log.read_text():
-                assert demo.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(1)
-            assert demo.poll() is None, "the demo must keep running until stopped"
-            # Running it again on the same work dir is refused, and leaves the first one alone.
-            again = subprocess.run(
-                [*LLMAZ, "demo", "--workdir", str(workdir), "--exit-when-ready"],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            assert again.returncode == 1, again.stdout + again.stderr
-            assert f"a demo is already running under {workdir} (pid {demo.pid})" in again.stdout
-            assert "Booting" not in again.stdout
-            assert demo.poll() is None
-            down = subprocess.run(
-                [*LLMAZ, "demo", "--down", "--workdir", str(workdir)],
-                cwd=ROOT,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            assert down.returncode == 0, down.stdout + down.stderr
-            assert "stopped" in down.stdout
-            assert demo.wait(timeout=60) == 0, log.read_text()
-        finally:
-            if demo.poll() is None:
-                demo.kill()
-                demo.wait()
-    assert not _processes_mentioning(str(workdir)), "components left running after --down"
+        assert again.returncode == 1, again.stdout + again.stderr
+        assert f"a demo is already running under {workdir} (pid {demo.pid})" in again.stdout
+        assert "Booting" not in again.stdout
+        assert demo.poll() is None
+        down = subprocess.run(
+            [*LLMAZ, "demo", "--down", "--workdir", str(workdir)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert "stopped" in down.stdout
+        assert demo.wait(timeout=60) == 0, log.read_text()
+    assert not processes_mentioning(str(workdir)), "components left running after --down"
     again = subprocess.run(
         [*LLMAZ, "demo", "--down", "--workdir", str(workdir)], capture_output=True, text=True, check=False
     )
@@ -147,29 +147,14 @@ def test_demo_ctrl_c_during_boot_stops_everything(tmp_path: Path) -> None:
     """SIGINT (what Ctrl-C sends) while the control plane is half up: exit 130, no process left."""
     workdir = tmp_path / "demo"
     log = tmp_path / "demo.log"
-    with log.open("w") as sink:
-        demo = subprocess.Popen(
-            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            # The scheduler's log appears once etcd, the apiserver and the controller-manager run.
-            deadline = time.monotonic() + 180
-            while not (workdir / "logs" / "kube-scheduler.log").exists():
-                assert demo.poll() is None, log.read_text()
-                assert time.monotonic() < deadline, log.read_text()
-                time.sleep(0.1)
-            assert _processes_mentioning(str(workdir)), "components should be running by now"
-            demo.send_signal(signal.SIGINT)
-            assert demo.wait(timeout=60) == 130, log.read_text()
-        finally:
-            if demo.poll() is None:
-                demo.kill()
-                demo.wait()
+    with _running_demo(workdir, log) as demo:
+        # The scheduler's log appears once etcd, the apiserver and the controller-manager run.
+        _wait_until(demo, log, (workdir / "logs" / "kube-scheduler.log").exists, 180)
+        assert processes_mentioning(str(workdir)), "components should be running by now"
+        demo.send_signal(signal.SIGINT)
+        assert demo.wait(timeout=60) == 130, log.read_text()
     assert "interrupted; control plane stopped" in log.read_text()
-    assert not _processes_mentioning(str(workdir)), "components left running after Ctrl-C"
+    assert not processes_mentioning(str(workdir)), "components left running after Ctrl-C"
     assert not (workdir / "control-plane.json").exists()
 
 

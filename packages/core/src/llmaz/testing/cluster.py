@@ -52,6 +52,7 @@ __all__ = [
     "KubectlError",
     "NodePool",
     "go_tools_root",
+    "processes_mentioning",
     "repo_root",
 ]
 
@@ -1152,3 +1153,19 @@ class ControlPlane:
         out = path or (self.workdir / f"sa-{namespace}-{name}.kubeconfig")
         self._write_kubeconfig(out, f"{namespace}-{name}", {"token": token})
         return out
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Live processes (other than this one) whose command line contains ``text``, as
+    ``"<pid>: <cmdline>"``; tests use it to prove that nothing of a control plane outlived it."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in cmdline:
+            found.append(f"{proc.name}: {cmdline}")
+    return found
