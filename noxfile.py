@@ -95,3 +95,9 @@ def e2e(session: nox.Session) -> None:
     """Tests against a real control plane (etcd, kube-apiserver, KCM, scheduler, KWOK, LWS)."""
     session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
     session.run(PY, "-m", "pytest", "e2e", *session.posargs)
+
+
+@nox.session(default=False)
+def bench(session: nox.Session) -> None:
+    """Benchmarks (not tests; numbers go to docs/development/benchmarks.md): nox -s bench."""
+    session.run(PY, "benchmarks/render_bench.py", *session.posargs)
