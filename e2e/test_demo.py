@@ -22,15 +22,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @contextlib.contextmanager
-def _running_demo(workdir: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """``llmaz demo`` in the background with its output in ``log``; killed if still alive after."""
+def _running_demo(
+    workdir: Path, log: Path, *, sigint_ignored: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``llmaz demo`` in the background with its output in ``log``; killed if still alive after.
+
+    ``sigint_ignored`` starts it the way a non-interactive shell starts a background job: with
+    SIGINT inherited as ignored.
+    """
+
+    command = [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"]
+    if sigint_ignored:
+        # An ignored disposition survives exec, exactly as a shell hands it to a background job.
+        command = [
+            sys.executable,
+            "-c",
+            "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "os.execv(sys.argv[1], sys.argv[1:])",
+            *command,
+        ]
     with log.open("w") as sink:
-        demo = subprocess.Popen(
-            [*LLMAZ, "demo", "--workdir", str(workdir), "--timeout", "180"],
-            cwd=ROOT,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-        )
+        demo = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
         try:
             yield demo
         finally:
@@ -143,11 +155,13 @@ def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: s
     assert pools == {"qwen2-0--5b-gguf-0": "cpu", "qwen2-0--5b-sglang-0": "l4"}
 
 
-def test_demo_ctrl_c_during_boot_stops_everything(tmp_path: Path) -> None:
-    """SIGINT (what Ctrl-C sends) while the control plane is half up: exit 130, no process left."""
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["default", "inherited-ignored"])
+def test_demo_ctrl_c_during_boot_stops_everything(tmp_path: Path, sigint_ignored: bool) -> None:
+    """SIGINT (what Ctrl-C sends) while the control plane is half up: exit 130, no process left,
+    also when the demo was started with SIGINT ignored (a background job of a script)."""
     workdir = tmp_path / "demo"
     log = tmp_path / "demo.log"
-    with _running_demo(workdir, log) as demo:
+    with _running_demo(workdir, log, sigint_ignored=sigint_ignored) as demo:
         # The scheduler's log appears once etcd, the apiserver and the controller-manager run.
         _wait_until(demo, log, (workdir / "logs" / "kube-scheduler.log").exists, 180)
         assert processes_mentioning(str(workdir)), "components should be running by now"

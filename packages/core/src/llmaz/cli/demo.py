@@ -352,15 +352,22 @@ def _done(rows: Sequence[Row]) -> bool:
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
+def _signals_as_interrupt() -> Iterator[None]:
+    """Ctrl-C (SIGINT) and SIGTERM (``--down``) both stop the demo cleanly.
+
+    SIGINT is installed explicitly: a process started in the background of a non-interactive shell
+    inherits SIGINT as *ignored*, and Python then never raises KeyboardInterrupt.
+    """
+
     def handler(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _running_owner(workdir: Path) -> int | None:
@@ -519,7 +526,7 @@ def demo(  # noqa: PLR0917 (typer options)
     examples_dir = repo_root() / "docs" / "examples"
     paths = list(example) if example else [examples_dir / e for e in DEMO_EXAMPLES]
     try:
-        with _sigterm_as_interrupt():
+        with _signals_as_interrupt():
             run_demo(
                 workdir=workdir,
                 kubeconfig=kubeconfig,
