@@ -4,7 +4,7 @@
 # crdgen reads embedded-type schemas (PodTemplateSpec, EnvVar, Probe, HPA MetricSpec...) from it;
 # nothing from it is committed except the CRDs generated from our own models.
 set -euo pipefail
-K8S_V=v1.36.3
+K8S_V=$(sed -n "s/^K8S_V=\([^ ]*\).*/\1/p" "$(dirname "$0")/go-tools.sh")  # one home for the pin
 ROOT=${GO_TOOLS_CACHE:-$HOME/.cache/llmaz/go-tools}
 out=$ROOT/k8s-openapi-$K8S_V.json
 if [[ ! -s $out ]]; then
