@@ -1,0 +1,133 @@
+"""The operator's configuration: one pydantic model, read from ``--config FILE`` (YAML) and written
+by the Helm chart from its ``operator.config`` values.
+
+This model is the single source of the operator settings: the chart's ``values.schema.json`` and the
+values reference page are generated from it, so a key the operator does not know is rejected by
+``helm install`` as well as by ``llmaz operator run --config``.
+
+Pure data: no kopf, no Kubernetes client (import-linter keeps it so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import Field, ValidationError
+
+from llmaz.api._base import ApiModel, Name, ShortString
+
+
+class BackendOverride(ApiModel):
+    """Overrides for the BackendRuntime the operator applies for one installed backend plugin."""
+
+    image: ShortString | None = Field(default=None, description="Engine image repository.")
+    version: ShortString | None = Field(default=None, description="Engine image tag.")
+
+
+class LeaderElection(ApiModel):
+    """Leader election on a coordination.k8s.io Lease; standbys write nothing."""
+
+    enabled: bool = Field(default=False, description="Elect a leader (needed with more than one replica).")
+    lease_name: Name = Field(default="llmaz-operator", description="Name of the Lease object.")
+    lease_namespace: Name | None = Field(
+        default=None,
+        description="Namespace of the Lease; defaults to the operator's own namespace (POD_NAMESPACE).",
+    )
+    lease_duration_seconds: int = Field(default=15, ge=2, le=300, description="How long a lease is valid.")
+    renew_deadline_seconds: int = Field(default=10, ge=1, le=300, description="Leader gives up after this.")
+    retry_period_seconds: int = Field(default=2, ge=1, le=60, description="How often candidates retry.")
+
+
+class Webhook(ApiModel):
+    """Admission webhooks for what CEL cannot check; served over TLS from files."""
+
+    enabled: bool = Field(default=False, description="Serve the admission webhooks.")
+    port: int = Field(default=9443, ge=1, le=65535, description="HTTPS port of the webhook server.")
+    cert_dir: ShortString = Field(
+        default="/etc/llmaz/webhook-certs",
+        description="Directory holding tls.crt and tls.key (reloaded when they change).",
+    )
+
+
+class FlavorFallback(ApiModel):
+    """Moving a workload to the next claimed flavor when its pods cannot be scheduled."""
+
+    unschedulable_seconds: int = Field(
+        default=120,
+        ge=0,
+        le=86400,
+        description=(
+            "How long a replica's pods may stay Unschedulable on one flavor before the next flavor is "
+            "tried (0 disables fallback). Per object: annotation llmaz.io/flavor-fallback-seconds."
+        ),
+    )
+    retry_all_seconds: int = Field(
+        default=600,
+        ge=10,
+        le=86400,
+        description="After every flavor failed, retry from the first one this often.",
+    )
+
+
+class ModelLoader(ApiModel):
+    """The init container that downloads model weights."""
+
+    image: ShortString | None = Field(
+        default=None, description="Loader image; empty means the image the operator itself runs."
+    )
+
+
+class OperatorConfig(ApiModel):
+    """Settings of ``llmaz operator run`` (file given by ``--config``; flags override it)."""
+
+    namespaces: list[Name] = Field(
+        default_factory=list, max_length=256, description="Namespaces to watch; empty means all namespaces."
+    )
+    metrics_port: int = Field(default=8080, ge=1, le=65535, description="Prometheus /metrics port.")
+    health_port: int = Field(default=8081, ge=1, le=65535, description="/healthz and /readyz port.")
+    resync_seconds: int = Field(
+        default=600,
+        ge=10,
+        le=86400,
+        description="Slow resync of every object; a resync that finds nothing different writes nothing.",
+    )
+    workers: int = Field(
+        default=32, ge=1, le=1024, description="Objects reconciled at the same time (kopf worker limit)."
+    )
+    backends: dict[Name, BackendOverride] = Field(
+        default_factory=dict,
+        description="Image/version overrides per backend plugin name for the BackendRuntimes it applies.",
+    )
+    leader_election: LeaderElection = Field(default_factory=LeaderElection)
+    webhook: Webhook = Field(default_factory=Webhook)
+    flavor_fallback: FlavorFallback = Field(default_factory=FlavorFallback)
+    model_loader: ModelLoader = Field(default_factory=ModelLoader)
+
+
+class ConfigError(ValueError):
+    """The operator configuration file cannot be read or is invalid (message names file and field)."""
+
+
+def load_config(path: Path | None) -> OperatorConfig:
+    """Read ``path`` (YAML); ``None`` gives the defaults. Errors name the file and the field."""
+    if path is None:
+        return OperatorConfig()
+    try:
+        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if data is None:
+        return OperatorConfig()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(data).__name__}")
+    try:
+        return OperatorConfig.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in err.errors()
+        )
+        raise ConfigError(f"{path}: {problems}") from err
