@@ -1,0 +1,64 @@
+"""Every Kubernetes permission the operator uses, in one place.
+
+The Helm chart's ClusterRole is generated from :data:`RULES` (with a drift check), and the e2e suite
+binds the operator's ServiceAccount to the same rules, so what is tested is what ships. Keep it
+least-privilege: a verb belongs here only if the operator calls it (the reliability suite compares
+the audit log with this list). No Secrets: credentials are passed to pods by reference only.
+
+Pure data: no kopf, no Kubernetes client.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One ``rbac.authorization.k8s.io/v1`` PolicyRule, with the reason the operator needs it."""
+
+    api_groups: tuple[str, ...]
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    why: str
+
+    def to_dict(self) -> dict[str, list[str]]:
+        return {
+            "apiGroups": list(self.api_groups),
+            "resources": list(self.resources),
+            "verbs": list(self.verbs),
+        }
+
+
+READ = ("get", "list", "watch")
+OWN = ("get", "list", "watch", "create", "patch", "delete")
+
+RULES: tuple[Rule, ...] = (
+    Rule(("llmaz.io",), ("openmodels",), READ, "Playgrounds and Services reference OpenModels"),
+    Rule(("llmaz.io",), ("openmodels/status",), ("patch",), "which objects use a model"),
+    Rule(
+        ("inference.llmaz.io",),
+        ("playgrounds", "services"),
+        OWN,
+        "reconciled kinds; a Playground's inference Service is created by the operator",
+    ),
+    Rule(
+        ("inference.llmaz.io",),
+        ("backendruntimes",),
+        OWN,
+        "BackendRuntimes of installed backend plugins are applied at start-up",
+    ),
+    Rule(
+        ("inference.llmaz.io",),
+        ("playgrounds/status", "services/status", "backendruntimes/status"),
+        ("patch",),
+        "status conditions",
+    ),
+    Rule(("leaderworkerset.x-k8s.io",), ("leaderworkersets",), OWN, "the workload of a Service"),
+    Rule(("",), ("services",), OWN, "the <name>-lb Service of a workload"),
+    Rule(("autoscaling",), ("horizontalpodautoscalers",), OWN, "autoscaler plugin objects"),
+    Rule(("",), ("pods",), READ, "diagnosis of why a model is not serving (llmaz labels only)"),
+    Rule(("",), ("events",), ("create", "patch"), "one Event per status transition"),
+    Rule(("events.k8s.io",), ("events",), ("create", "patch"), "one Event per status transition"),
+    Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
+)
