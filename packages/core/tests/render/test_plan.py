@@ -67,3 +67,50 @@ def test_service_plan_is_lws_and_lb_and_tree_follows_the_playground(plugins: Plu
     children = plan(service, {"qwen": MODEL})
     assert [o["kind"] for o in children.objects] == ["LeaderWorkerSet", "Service"]
     assert children.prune_kinds == (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
+
+
+def _runner_args(
+    plugins: PluginManager, flavor: dict, backend: str, args: list[str] | None = None
+) -> list[str]:
+    model = OpenModel.from_manifest(
+        {
+            **MODEL.to_manifest(),
+            "spec": {**MODEL.to_manifest()["spec"], "inferenceConfig": {"flavors": [flavor]}},
+        }
+    )
+    brc: dict[str, object] = {"backendName": backend}
+    if args:
+        brc["args"] = args
+    service = plan(playground(backendRuntimeConfig=brc), {"qwen": model}, {}, plugins).objects[0]
+    container = service["spec"]["workloadTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    return list(container.get("args") or [])
+
+
+@pytest.mark.parametrize(
+    ("backend", "flag"),
+    [
+        ("vllm", "--tensor-parallel-size"),
+        ("sglang", "--tp"),
+        ("tgi", "--num-shard"),
+        ("tensorrt-llm", "--tp_size"),
+    ],
+)
+def test_single_host_tensor_parallel_defaults_to_the_flavor_gpu_count(
+    plugins: PluginManager, backend: str, flag: str
+) -> None:
+    args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, backend)
+    assert args[args.index(flag) + 1] == "8"
+    explicit = _runner_args(
+        plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}, "params": {"TP": "4"}}, backend
+    )
+    assert explicit[explicit.index(flag) + 1] == "4"
+    # one GPU and no TP param: nothing added; a flag the user passed is never doubled
+    assert flag not in _runner_args(plugins, {"name": "l4", "limits": {"nvidia.com/gpu": 1}}, backend)
+    mine = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, backend, [flag, "2"])
+    assert mine.count(flag) == 1
+    assert mine[mine.index(flag) + 1] == "2"
+
+
+def test_backend_without_tensor_parallel_flag_gets_none(plugins: PluginManager) -> None:
+    args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, "llamacpp")
+    assert "8" not in args
