@@ -59,7 +59,7 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0, log: 
 
 
 def get(cp: ControlPlane, what: str, namespace: str | None = None) -> dict[str, Any] | None:
-    args = ["get", what, "-o", "json"] + (["-n", namespace] if namespace else [])
+    args = ["get", what, "-o", "json", "--show-managed-fields"] + (["-n", namespace] if namespace else [])
     res = cp.kubectl(*args, check=False)
     return json.loads(res.stdout) if res.returncode == 0 else None
 

@@ -106,6 +106,21 @@ class Kube:
                 config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         return cls(client.ApiClient(cfg), on_write)
 
+    def credentials(self) -> dict[str, Any]:
+        """Server, CA, client certificate or token of this client, for kopf's own login."""
+        cfg = self.api.configuration
+        keys = cfg.api_key or {}
+        auth = str(keys.get("BearerToken") or keys.get("authorization") or "")
+        token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+        return {
+            "server": cfg.host,
+            "ca_path": cfg.ssl_ca_cert,
+            "insecure": not cfg.verify_ssl,
+            "token": token or None,
+            "certificate_path": cfg.cert_file,
+            "private_key_path": cfg.key_file,
+        }
+
     # ---------------------------------------------------------------- transport
 
     def request(

@@ -49,6 +49,12 @@ def _key(snap: dict[str, Any]) -> tuple[str, str]:
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.on.login(registry=registry)
+    def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+        """kopf connects with the same credentials as the operator's own client."""
+        rt: Runtime = memo[MEMO_KEY]
+        return kopf.ConnectionInfo(**rt.kube.credentials())
+
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         rt: Runtime = memo[MEMO_KEY]
