@@ -349,7 +349,7 @@ def test_hand_edits_of_owned_fields_are_put_back_and_user_labels_survive(
 def test_backendruntime_appearing_and_changing_rolls_out(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:
-    name = f"custom-{namespace}"[:40]
+    name = f"custom-{namespace}"[:40].rstrip("-")
     cp.apply(
         [model("qwen-d"), playground("br", namespace, "qwen-d", backendRuntimeConfig={"backendName": name})]
     )
@@ -460,7 +460,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
     bad = {
         "apiVersion": API,
         "kind": "BackendRuntime",
-        "metadata": {"name": f"bad-{namespace}"[:40]},
+        "metadata": {"name": f"bad-{namespace}"[:40].rstrip("-")},
         "spec": {
             "image": "example.com/engine",
             "version": "v1",
@@ -532,6 +532,13 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     cp.apply([model("qwen-h"), playground("quiet", namespace, "qwen-h")])
     wait_until(lambda: reason(cp, "pl/quiet", namespace) == "Available", "Available", 60, operator.log)
     wait_until(lambda: reason(cp, "isvc/quiet", namespace) == "Available", "isvc Available", 30, operator.log)
+
+    # earlier tests' namespaces being torn down are real work, not idleness: wait until they are gone
+    def no_terminating_namespace() -> bool:
+        items = (get(cp, "namespaces") or {}).get("items", [])
+        return not any(n["status"].get("phase") == "Terminating" for n in items)
+
+    wait_until(no_terminating_namespace, "earlier test namespaces to be deleted", 120, operator.log)
     time.sleep(3)  # let the last watch events of the rollout arrive
     start = time.time() + 1
     time.sleep(IDLE_WINDOW)

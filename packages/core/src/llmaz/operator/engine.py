@@ -278,6 +278,8 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     try:
         async with rt.lock(uid):
             snap = _latest(idx, snap)
+            if snap["metadata"].get("deletionTimestamp"):
+                return  # being deleted: garbage collection removes the children; nothing to write
             try:
                 with rt.metrics.reconciling(kind):
                     await RECONCILERS[kind](rt, idx, snap)
