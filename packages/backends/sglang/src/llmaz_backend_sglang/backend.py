@@ -19,6 +19,7 @@ class SGLangBackend(Backend):
     image: ClassVar[str] = "lmsysorg/sglang"
     version: ClassVar[str] = "v0.5.19-cu129"
     docs_url: ClassVar[str] = "https://docs.sglang.ai/advanced_features/server_arguments.html"
+    tensor_parallel_flag: ClassVar[str | None] = "--tp"
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     readiness_path: ClassVar[str | None] = "/health_generate"
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")

@@ -20,6 +20,7 @@ class TensorRTLLMBackend(Backend):
     image: ClassVar[str] = "nvcr.io/nvidia/tritonserver"
     version: ClassVar[str] = "25.03-trtllm-python-py3"
     docs_url: ClassVar[str] = "https://nvidia.github.io/TensorRT-LLM/commands/trtllm-serve.html"
+    tensor_parallel_flag: ClassVar[str | None] = "--tp_size"
     metrics_path: ClassVar[str | None] = None
 
     def command(self) -> list[str]:

@@ -16,6 +16,7 @@ class TGIBackend(Backend):
     image: ClassVar[str] = "ghcr.io/huggingface/text-generation-inference"
     version: ClassVar[str] = "3.3.5"
     docs_url: ClassVar[str] = "https://huggingface.co/docs/text-generation-inference/reference/launcher"
+    tensor_parallel_flag: ClassVar[str | None] = "--num-shard"
     drain_metrics: ClassVar[tuple[str, ...]] = ("tgi_batch_current_size", "tgi_queue_size")
 
     def recommended_configs(self) -> list[RecommendedConfig]:

@@ -22,6 +22,7 @@ class VLLMBackend(Backend):
     docs_url: ClassVar[str] = "https://docs.vllm.ai/en/stable/cli/serve.html"
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    tensor_parallel_flag: ClassVar[str | None] = "--tensor-parallel-size"
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
 

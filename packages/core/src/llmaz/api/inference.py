@@ -131,7 +131,9 @@ class BackendRuntimeStatus(ApiModel):
     """Observed state of a BackendRuntime."""
 
     conditions: list[Condition] | None = Field(
-        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+        default=None,
+        max_length=16,
+        description="Latest observations: Managed says which backend plugin, if any, manages it.",
     )
 
 
@@ -145,6 +147,12 @@ class BackendRuntime(Resource):
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
         PrinterColumn(name="Image", type="string", json_path=".spec.image"),
         PrinterColumn(name="Version", type="string", json_path=".spec.version"),
+        PrinterColumn(
+            name="Managed",
+            type="string",
+            json_path=".status.conditions[?(@.type=='Managed')].reason",
+            description="Plugin (applied from a backend plugin), UserCreated or PluginNotInstalled.",
+        ),
         PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
     )
 

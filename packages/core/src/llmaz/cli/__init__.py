@@ -41,6 +41,9 @@ def _register() -> None:
     from llmaz.cli import plugins as _plugins
 
     _plugins.register(app)
+    from llmaz.cli import operator as _operator
+
+    _operator.register(app)
 
 
 def main() -> None:

@@ -2,8 +2,9 @@
 
 Boots tier B of :mod:`llmaz.testing.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
 KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz CRDs, applies example
-OpenModels and Playgrounds for several backends and flavors, then applies the workloads llmaz
-renders for them and shows them being scheduled by flavor and becoming Available. KWOK pods are
+OpenModels and Playgrounds for several backends and flavors, then runs the llmaz operator as a local
+process, which creates their workloads, and shows them being scheduled by flavor and becoming
+Available. KWOK pods are
 fake: the scheduling, the controllers and the API are real, no container runs.
 """
 
@@ -210,63 +211,45 @@ def install_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
     cluster.run("wait", "--for=condition=Established", "--timeout=60s", *names, timeout=90)
 
 
-def _ref_key(api_version: str, kind: str, name: str) -> tuple[str, str, str]:
-    return (_group(api_version), kind, name)
+def start_operator(
+    stack: contextlib.ExitStack, cluster: Cluster, workdir: Path, console: Console
+) -> subprocess.Popen[bytes]:
+    """Run ``llmaz operator run`` as a local process against the demo cluster (the demo has no
+    container runtime to run its image); stopped with SIGTERM when the demo ends."""
+    from llmaz.testing.cluster import free_port
 
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "operator.log"
+    command = [
+        sys.executable,
+        "-m",
+        "llmaz.cli",
+        "operator",
+        "run",
+        "--kubeconfig",
+        str(cluster.kubeconfig),
+        "--namespace",
+        cluster.namespace,
+        "--metrics-port",
+        str(free_port()),
+        "--health-port",
+        str(free_port()),
+    ]
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT)
 
-def apply_owned(
-    cluster: Cluster, objects: Sequence[Mapping[str, Any]], uids: dict[tuple[str, str, str], str]
-) -> None:
-    """Apply rendered objects in owner-first order, filling ownerReference UIDs from live objects.
+    def stop() -> None:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=25)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
-    An owner reference that cannot be resolved is dropped (with a note) rather than sent with a
-    wrong UID, which the garbage collector would take as "owner gone" and delete the object.
-    """
-    pending = [json.loads(json.dumps(o)) for o in objects]
-    rendered = {_ref_key(o["apiVersion"], o["kind"], o["metadata"]["name"]) for o in pending}
-    while pending:
-        ready, waiting = [], []
-        for obj in pending:
-            refs = obj.get("metadata", {}).get("ownerReferences") or []
-            keys = [_ref_key(r["apiVersion"], r["kind"], r["name"]) for r in refs]
-            if any(k in rendered and k not in uids for k in keys):
-                waiting.append(obj)
-                continue
-            kept = []
-            for ref, key in zip(refs, keys, strict=True):
-                if key in uids:
-                    kept.append({**ref, "uid": uids[key]})
-                else:
-                    print(f"note: dropping ownerReference {key} of {obj['kind']}/{obj['metadata']['name']}")
-            if refs:
-                obj["metadata"]["ownerReferences"] = kept
-            ready.append(obj)
-        if not ready:
-            raise DemoError(f"owner references form a cycle among {[o['metadata']['name'] for o in waiting]}")
-        for live in cluster.apply(ready):
-            meta = live["metadata"]
-            uids[_ref_key(live["apiVersion"], live["kind"], meta["name"])] = meta["uid"]
-        pending = waiting
-
-
-def render(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """What the operator would create for ``docs``, with backends from the installed plugins."""
-    try:
-        from llmaz.plugins.manager import PluginManager
-        from llmaz.render import RenderError, render_manifests
-    except ImportError as exc:
-        raise DemoError(
-            "llmaz.render.render_manifests is not available, so the demo cannot compute the "
-            f"workloads of the examples: {exc}"
-        ) from None
-    manager = PluginManager.from_environment()
-    for error in manager.errors:
-        print(f"warning: {error}", file=sys.stderr)
-    try:
-        result = render_manifests(docs, plugins=manager)
-    except RenderError as err:
-        raise DemoError(f"rendering the examples failed: {err}") from None
-    return [dict(o) for o in result]
+    stack.callback(stop)
+    console.print(f"operator started (pid {proc.pid}); its log: {log}")
+    return proc
 
 
 # ---------------------------------------------------------------------------------------- status
@@ -281,6 +264,8 @@ class Row:
     total: int
     available: bool
     placement_ok: bool
+    status: str = ""
+    """The Available reason the operator wrote on the Playground or inference Service."""
 
 
 def _selector_ok(labels: Mapping[str, str], selectors: Sequence[Mapping[str, str]]) -> bool:
@@ -296,6 +281,12 @@ def snapshot(cluster: Cluster, workloads: Mapping[str, Workload]) -> list[Row]:
         n["metadata"]["name"]: n["metadata"].get("labels", {})
         for n in cluster.get("nodes", all_namespaces=True)
     }
+    reasons: dict[str, str] = {}
+    for kind in ("services.inference.llmaz.io", "playgrounds.inference.llmaz.io"):
+        for obj in cluster.get(kind):
+            for cond in (obj.get("status") or {}).get("conditions") or []:
+                if cond.get("type") == "Available":
+                    reasons[obj["metadata"]["name"]] = str(cond.get("reason", ""))
     rows = []
     for name, wl in workloads.items():
         lws = lws_items.get(name)
@@ -321,13 +312,24 @@ def snapshot(cluster: Cluster, workloads: Mapping[str, Workload]) -> list[Row]:
         conditions = (lws or {}).get("status", {}).get("conditions", [])
         available = any(c.get("type") == "Available" and c.get("status") == "True" for c in conditions)
         placement_ok = all(_selector_ok(nodes.get(n, {}), wl.node_selectors) for n in node_names)
-        rows.append(Row(wl, node_names, pools, ready, len(mine), available, placement_ok))
+        rows.append(
+            Row(wl, node_names, pools, ready, len(mine), available, placement_ok, reasons.get(name, ""))
+        )
     return rows
 
 
 def table(rows: Sequence[Row], elapsed: float) -> Table:
     t = Table(title=f"llmaz demo: workloads on fake GPU nodes ({elapsed:.0f}s)")
-    for col in ("model", "backend", "flavor(s)", "node pool / node(s)", "pods ready", "LWS Available"):
+    columns = (
+        "model",
+        "backend",
+        "flavor(s)",
+        "node pool / node(s)",
+        "pods ready",
+        "LWS Available",
+        "status",
+    )
+    for col in columns:
         t.add_column(col)
     for r in rows:
         placed = ", ".join(r.pools) + (f"  [dim]{', '.join(r.nodes)}[/dim]" if r.nodes else "")
@@ -340,12 +342,16 @@ def table(rows: Sequence[Row], elapsed: float) -> Table:
             placed or "[yellow]pending[/yellow]",
             f"{r.ready}/{r.total}",
             "[green]True[/green]" if r.available else "[yellow]False[/yellow]",
+            r.status or "[dim]-[/dim]",
         )
     return t
 
 
 def _done(rows: Sequence[Row]) -> bool:
-    return bool(rows) and all(r.available and r.placement_ok and r.total and r.ready == r.total for r in rows)
+    return bool(rows) and all(
+        r.available and r.placement_ok and r.total and r.ready == r.total and r.status == "Available"
+        for r in rows
+    )
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -446,15 +452,8 @@ def run_demo(
         console.print(f"installing {len(crds)} llmaz CRDs …")
         install_crds(cluster, crds)
         console.print(f"applying {len(docs)} example objects from {', '.join(str(e) for e in examples)} …")
-        uids: dict[tuple[str, str, str], str] = {}
-        for live in cluster.apply(docs):
-            meta = live["metadata"]
-            uids[_ref_key(live["apiVersion"], live["kind"], meta["name"])] = meta["uid"]
-        console.print("rendering the workloads llmaz creates for them (llmaz.render.render_manifests) …")
-        objects = render(docs)
-        kinds = sorted({o["kind"] for o in objects})
-        console.print(f"applying {len(objects)} rendered objects ({', '.join(kinds)}) …")
-        apply_owned(cluster, objects, uids)
+        cluster.apply(docs)
+        start_operator(stack, cluster, workdir, console)
         deadline = time.monotonic() + timeout
         rows: list[Row] = []
         with Live(table(rows, 0), console=console, refresh_per_second=2, transient=False) as live_view:

@@ -54,6 +54,12 @@ RULES: tuple[Rule, ...] = (
         ("patch",),
         "status conditions",
     ),
+    Rule(
+        ("inference.llmaz.io",),
+        ("playgrounds/finalizers", "services/finalizers"),
+        ("update",),
+        "children carry blockOwnerDeletion owner references (OwnerReferencesPermissionEnforcement)",
+    ),
     Rule(("leaderworkerset.x-k8s.io",), ("leaderworkersets",), OWN, "the workload of a Service"),
     Rule(("",), ("services",), OWN, "the <name>-lb Service of a workload"),
     Rule(("autoscaling",), ("horizontalpodautoscalers",), OWN, "autoscaler plugin objects"),

@@ -114,6 +114,10 @@ class Backend(ABC):
     """Path of the Prometheus endpoint; ``None`` when the engine exports no metrics."""
     model_name_flag: ClassVar[str | None] = None
     """Flag that makes the OpenAI model id equal the OpenModel name (``--served-model-name``)."""
+    tensor_parallel_flag: ClassVar[str | None] = None
+    """Flag that sets the tensor-parallel degree of a single-host server (``--tensor-parallel-size``).
+    When set, a single-host render adds it with the selected flavor's ``TP`` param, defaulting to the
+    number of accelerators the flavor gives one pod (only when that is more than one)."""
 
     # --- probes ---------------------------------------------------------------------------------
     health_path: ClassVar[str] = "/health"

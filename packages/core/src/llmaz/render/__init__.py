@@ -5,6 +5,8 @@ output, with stable env order, volume names and labels, so re-renders never caus
 
 * :func:`render_playground`: Playground -> inference Service (+ autoscaler objects such as an HPA).
 * :func:`render_service`: inference Service -> LeaderWorkerSet + ``<name>-lb`` Service.
+* :func:`plan`: the direct children of one object, with backend and BackendRuntime lookup (the
+  operator and ``llmaz render`` both call it); :func:`plan_tree` follows a Playground down to its LWS.
 * :func:`render_manifests`: a manifest stream -> everything the operator would create.
 
 Rendered objects carry no ``ownerReferences``; the operator adds them when it applies, because
@@ -31,6 +33,7 @@ from llmaz.render.errors import (
     UnknownTemplateVariable,
 )
 from llmaz.render.manifests import PluginSource, parse_document, render_manifests
+from llmaz.render.plan import Plan, plan, plan_tree
 from llmaz.render.playground import infer_config_name, render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
 
@@ -47,6 +50,7 @@ __all__ = [
     "InvalidWorkloadTemplate",
     "ModelNotFound",
     "MultiHostUnsupported",
+    "Plan",
     "PluginSource",
     "RenderError",
     "RenderErrors",
@@ -54,6 +58,8 @@ __all__ = [
     "UnknownTemplateVariable",
     "infer_config_name",
     "parse_document",
+    "plan",
+    "plan_tree",
     "render_manifests",
     "render_playground",
     "render_service",

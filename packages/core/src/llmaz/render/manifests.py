@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
-from llmaz.plugins.autoscaler import Autoscaler
-from llmaz.plugins.backend import Backend
 from llmaz.render.errors import InvalidManifest, RenderError, RenderErrors
-from llmaz.render.playground import render_playground
-from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
+from llmaz.render.plan import PluginSource, plan_tree
+from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
-
-class PluginSource(Protocol):
-    """What :func:`render_manifests` needs from a ``PluginManager``."""
-
-    def get_backend(self, name: str) -> Backend | None: ...
-
-    @property
-    def autoscalers(self) -> Mapping[str, Autoscaler]: ...
+__all__ = ["PluginSource", "field_path", "parse_document", "render_manifests"]
 
 
 def field_path(loc: Iterable[int | str]) -> str:
@@ -108,28 +99,12 @@ def render_manifests(
     parsed = unique
     models = {o.name: o for o in parsed if isinstance(o, OpenModel)}
     runtimes = {o.name: o for o in parsed if isinstance(o, BackendRuntime)}
-    autoscalers = list(plugins.autoscalers.values()) if plugins is not None else []
 
     out: list[dict[str, Any]] = []
     for obj in parsed:
         try:
-            if isinstance(obj, Playground):
-                brc = obj.spec.backend_runtime_config
-                backend_name = brc.backend_name if brc is not None else "vllm"
-                backend = plugins.get_backend(backend_name) if plugins is not None else None
-                runtime = runtimes.get(backend_name)
-                if runtime is None and backend is not None:
-                    runtime = backend.backend_runtime()
-                rendered = render_playground(obj, models, runtime, backend=backend, autoscalers=autoscalers)
-                service_doc, *rest = rendered.objects
-                service = Service.from_manifest(service_doc)
-                children = render_service(
-                    service, models, backend=backend, model_loader_image=model_loader_image
-                )
-                out += [service_doc, *children.objects, *rest]
-            elif isinstance(obj, Service):
-                children = render_service(obj, models, model_loader_image=model_loader_image)
-                out += list(children.objects)
+            if isinstance(obj, (Playground, Service)):
+                out += plan_tree(obj, models, runtimes, plugins, model_loader_image=model_loader_image)
         except RenderError as err:
             errors.append(_with_owner(err, obj))
     if len(errors) == 1:

@@ -6,7 +6,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig
+from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig, quantity
 from llmaz.api.quantity import to_str
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 from llmaz.plugins.backend import Backend, MultiHostRecipe
@@ -109,6 +109,27 @@ def group_size(flavor: Flavor | None, recipe: MultiHostRecipe | None, field: str
     return _int_param(flavor, "PP", field) or 1
 
 
+def accelerator_count(flavor: Flavor | None) -> int | None:
+    """Accelerators the flavor gives one pod: the largest whole count among its ``*gpu`` limits."""
+    if flavor is None or not flavor.limits:
+        return None
+    counts = []
+    for key, value in flavor.limits.items():
+        if key.split("/")[-1].endswith("gpu"):
+            parsed = quantity.parse(value)
+            if parsed is not None and parsed == parsed.to_integral_value() and parsed >= 1:
+                counts.append(int(parsed))
+    return max(counts) if counts else None
+
+
+def tensor_parallel(flavor: Flavor | None, field: str) -> tuple[int | None, bool]:
+    """``(degree, explicit)``: the flavor's ``TP`` param, else its accelerator count."""
+    explicit = _int_param(flavor, "TP", field)
+    if explicit is not None:
+        return explicit, True
+    return accelerator_count(flavor), False
+
+
 def template_variables(
     claimed: Claimed, flavor: Flavor | None, skip_loader: bool
 ) -> tuple[dict[str, str | None], dict[str, str]]:
@@ -119,7 +140,7 @@ def template_variables(
         templating.DRAFT_MODEL_PATH: (
             claimed.sources[1].model_path(skip_loader) if claimed.has_draft else None
         ),
-        templating.TP: _param(flavor, "TP"),
+        templating.TP: _param(flavor, "TP") or _count_str(accelerator_count(flavor)),
         templating.PP: _param(flavor, "PP"),
         templating.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", "INSTANCE_TYPE"),
     }
@@ -136,6 +157,10 @@ def template_variables(
         templating.INSTANCE_TYPE: why("INSTANCE-TYPE"),
     }
     return variables, hints
+
+
+def _count_str(count: int | None) -> str | None:
+    return str(count) if count is not None else None
 
 
 def _port(br: BackendRuntime, backend: Backend | None) -> int:
@@ -203,6 +228,19 @@ def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> 
         pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
         affinity[pref_key] = list(affinity.get(pref_key) or []) + extra_preferred
     return affinity
+
+
+def _tensor_parallel_args(
+    backend: Backend | None, flavor: Flavor | None, args: list[str], field: str
+) -> list[str]:
+    """``[flag, TP]`` for a single-host backend with a tensor-parallel flag, unless the args set it."""
+    flag = backend.tensor_parallel_flag if backend is not None else None
+    if not flag or any(a == flag or a.startswith(flag + "=") for a in args):
+        return []
+    degree, explicit = tensor_parallel(flavor, field)
+    if degree is None or (degree == 1 and not explicit):
+        return []
+    return [flag, str(degree)]
 
 
 def render_playground(
@@ -363,6 +401,7 @@ def render_playground(
             if config is not None
             else []
         )
+        args += _tensor_parallel_args(backend, selected, args + extra_args, claimed.flavors_field)
         workload["workerTemplate"] = template(runner(br_spec.command, args + extra_args, serves_http=True))
 
     labels = {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}

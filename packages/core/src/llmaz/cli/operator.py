@@ -1,0 +1,79 @@
+"""``llmaz operator run``: the operator, as a local process or in the chart's container."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+operator_app = typer.Typer(name="operator", help="Run the llmaz operator.", no_args_is_help=True)
+
+
+@operator_app.command("run")
+def run(  # noqa: PLR0917
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(help="kubeconfig to use; default $KUBECONFIG, ~/.kube/config or in-cluster."),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="Operator configuration file (YAML, OperatorConfig)."),
+    ] = None,
+    namespace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--namespace", "-n", help="Namespace to watch (repeatable); default: the config's, else all."
+        ),
+    ] = None,
+    metrics_port: Annotated[int | None, typer.Option(help="Prometheus /metrics port.")] = None,
+    health_port: Annotated[int | None, typer.Option(help="/healthz and /readyz port.")] = None,
+    leader_elect: Annotated[
+        bool | None,
+        typer.Option("--leader-elect/--no-leader-elect", help="Elect a leader on a Lease (HA replicas)."),
+    ] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
+) -> None:
+    """Reconcile Playgrounds, inference Services, OpenModels and BackendRuntimes until SIGTERM.
+
+    Flags override the configuration file.
+    """
+    try:
+        import kopf  # noqa: F401
+        import kubernetes  # noqa: F401
+        import prometheus_client  # noqa: F401
+    except ImportError as err:
+        typer.echo(
+            f"the operator needs the 'operator' extra ({err.name} is missing): pip install 'llmaz[operator]'",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+    from llmaz.operator.config import ConfigError, load_config
+    from llmaz.operator.main import run as run_operator
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        raise typer.Exit(2) from None
+    updates: dict[str, object] = {}
+    if namespace:
+        updates["namespaces"] = list(namespace)
+    if metrics_port is not None:
+        updates["metrics_port"] = metrics_port
+    if health_port is not None:
+        updates["health_port"] = health_port
+    if leader_elect is not None:
+        updates["leader_election"] = cfg.leader_election.model_copy(update={"enabled": leader_elect})
+    cfg = cfg.model_validate({**cfg.model_dump(), **updates})
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
+    raise typer.Exit(run_operator(cfg, kubeconfig))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(operator_app)

@@ -1,0 +1,353 @@
+"""The one idempotent reconcile of a Playground or inference Service: parse -> observe -> plan ->
+apply -> status.
+
+Level based: an object's own events, its children's events, its model's or backend's events and the
+slow resync all end here. A reconcile that finds nothing different writes nothing: children are
+applied only when the live object lacks a field we set, status only when it changes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmaz.api import BackendRuntime, OpenModel, Playground, Service
+from llmaz.api.inference import CONDITION_AVAILABLE
+from llmaz.operator.diff import contains
+from llmaz.operator.kube import KubeError, ObjectKey
+from llmaz.operator.runtime import (
+    Indexes,
+    Runtime,
+    Snapshot,
+    controller_uid,
+    resource_version,
+    uid_of,
+)
+from llmaz.operator.status import (
+    REASON_NAME_CONFLICT,
+    Observation,
+    available_of,
+    compute_status,
+    error_reason,
+    format_time,
+    status_changed,
+)
+from llmaz.render import RenderError, parse_document, plan
+from llmaz.render.plan import Plan
+from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
+
+log = logging.getLogger("llmaz.operator")
+
+EVENT_SOURCE = "llmaz-operator"
+RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+
+
+def _digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
+
+
+def _parse_all(kind: type[OpenModel] | type[BackendRuntime], snaps: list[Snapshot]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for snap in snaps:
+        try:
+            obj = kind.model_validate({k: v for k, v in snap.items() if k != "status"})
+        except ValidationError:
+            continue  # an invalid object cannot be used; it is reported as not found
+        out[obj.name] = obj
+    return out
+
+
+def owner_reference(owner: Snapshot) -> dict[str, Any]:
+    meta = owner["metadata"]
+    return {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot]) -> None:
+    """Apply what the plan wants and is not live yet; delete owned objects it no longer wants."""
+    ref = owner_reference(owner)
+    live_by_key = {ObjectKey.of(o): o for o in live}
+    wanted: set[ObjectKey] = set()
+    for obj in result.objects:
+        desired = dict(obj)
+        meta = dict(desired.get("metadata") or {})
+        meta["ownerReferences"] = [ref]
+        desired["metadata"] = meta
+        key = ObjectKey.of(desired)
+        wanted.add(key)
+        current = live_by_key.get(key)
+        if current is not None and contains(current, desired):
+            continue
+        digest = _digest(desired)
+        cached = rt.applied.get(key)
+        if cached is not None and cached[0] == digest and resource_version(current) < cached[1]:
+            continue  # our own write, not yet seen by the watch
+        if current is not None and controller_uid(current) not in (None, ref["uid"]):
+            raise KubeError("APPLY", f"{key.kind}/{key.name}", 409, "controlled by another object")
+        answer = await asyncio.to_thread(rt.kube.apply, desired)
+        rt.applied[key] = (digest, resource_version(answer))
+        log.info("applied %s %s/%s for %s %s", key.kind, key.namespace, key.name, owner["kind"], meta["name"])
+    prunable = set(result.prune_kinds)
+    for obj in live:
+        key = ObjectKey.of(obj)
+        if key in wanted or (key.api_version, key.kind) not in prunable:
+            continue
+        if controller_uid(obj) != ref["uid"]:
+            continue
+        await asyncio.to_thread(rt.kube.delete, key, uid_of(obj))
+        rt.applied.pop(key, None)
+        log.info("pruned %s %s/%s of %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
+
+
+def _event(rt: Runtime, owner: Snapshot, reason: str, message: str, warning: bool) -> dict[str, Any]:
+    meta = owner["metadata"]
+    now = format_time(rt.clock())
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace") or "default"},
+        "involvedObject": {
+            "apiVersion": owner["apiVersion"],
+            "kind": owner["kind"],
+            "name": meta["name"],
+            "namespace": meta.get("namespace"),
+            "uid": meta["uid"],
+        },
+        "reason": reason,
+        "message": message[:1024],
+        "type": "Warning" if warning else "Normal",
+        "source": {"component": EVENT_SOURCE},
+        "reportingComponent": EVENT_SOURCE,
+        "reportingInstance": rt.identity[:128],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+def _available_condition(status: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    for cond in (status or {}).get("conditions") or []:
+        if cond.get("type") == CONDITION_AVAILABLE:
+            return str(cond.get("status")), str(cond.get("reason"))
+    return None
+
+
+async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
+    """Patch ``status`` when it changes; post one Event when the Available reason changes."""
+    current = owner.get("status")
+    desired = compute_status(owner["kind"], seen, current, rt.clock())
+    if not status_changed(current, desired):
+        return
+    uid = uid_of(owner)
+    digest = _digest(
+        [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in desired["conditions"]]
+        + [desired.get("replicas"), desired.get("selector")]
+    )
+    cached = rt.statuses.get(uid)
+    if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:
+        return  # already written; the watch has not caught up
+    body = dict(desired)
+    body.setdefault("selector", None)
+    meta = owner["metadata"]
+    answer = await asyncio.to_thread(
+        rt.kube.patch_status, owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], body
+    )
+    rt.statuses[uid] = (digest, resource_version(answer))
+    before, after = _available_condition(current), _available_condition(desired)
+    if after is not None and before != after:
+        message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
+        warning = seen.blocked is not None
+        try:
+            await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
+        except KubeError as err:  # an Event is best effort
+            log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
+
+
+def _models(idx: Indexes) -> dict[str, OpenModel]:
+    return _parse_all(OpenModel, idx.models())
+
+
+def _blocked_by_parse(snap: Snapshot) -> tuple[str, str] | None:
+    try:
+        parse_document({k: v for k, v in snap.items() if k != "status"})
+    except RenderError as err:
+        return error_reason(err), str(err)
+    return None
+
+
+async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
+    meta = snap["metadata"]
+    uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
+    blocked = _blocked_by_parse(snap)
+    live = idx.owned(uid)
+    if blocked is None:
+        pg = Playground.model_validate({k: v for k, v in snap.items() if k != "status"})
+        try:
+            result = plan(
+                pg,
+                _models(idx),
+                _parse_all(BackendRuntime, idx.runtimes()),
+                rt.plugins,
+                plugin_runtimes=False,
+            )
+        except RenderError as err:
+            blocked = (error_reason(err), str(err))
+        else:
+            same_name = idx.service(ns, name)
+            if same_name is not None and controller_uid(same_name) != uid:
+                blocked = (
+                    REASON_NAME_CONFLICT,
+                    f"inference Service {ns}/{name} exists and is not owned by this Playground; "
+                    "delete or rename it",
+                )
+            else:
+                await apply_children(rt, snap, result, live)
+    child = next(
+        (
+            o
+            for o in live
+            if o.get("apiVersion") == Service.api_version_string() and o["metadata"]["name"] == name
+        ),
+        None,
+    )
+    child_status = (child or {}).get("status") or {}
+    seen = Observation(
+        generation=int(meta.get("generation") or 0),
+        blocked=blocked,
+        desired=int((snap.get("spec") or {}).get("replicas", 1) or 0),
+        ready=int(child_status.get("replicas") or 0),
+        available=available_of(child_status),
+        selector=child_status.get("selector"),
+    )
+    await write_status(rt, snap, seen)
+
+
+async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
+    meta = snap["metadata"]
+    uid, name = uid_of(snap), meta["name"]
+    blocked = _blocked_by_parse(snap)
+    live = idx.owned(uid)
+    if blocked is None:
+        svc = Service.model_validate({k: v for k, v in snap.items() if k != "status"})
+        try:
+            result = plan(
+                svc,
+                _models(idx),
+                model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
+            )
+        except RenderError as err:
+            blocked = (error_reason(err), str(err))
+        else:
+            await apply_children(rt, snap, result, live)
+    lws = next(
+        (o for o in live if o.get("kind") == "LeaderWorkerSet" and o["metadata"]["name"] == name), None
+    )
+    lws_status = (lws or {}).get("status") or {}
+    seen = Observation(
+        generation=int(meta.get("generation") or 0),
+        blocked=blocked,
+        desired=int((snap.get("spec") or {}).get("replicas", 1) or 0),
+        ready=int(lws_status.get("readyReplicas") or 0),
+        available=available_of(lws_status),
+        selector=lws_status.get("hpaPodSelector"),
+    )
+    await write_status(rt, snap, seen)
+
+
+RECONCILERS = {"Playground": reconcile_playground, "Service": reconcile_service}
+
+
+async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
+    """Reconcile one Playground or inference Service, serialized per object; failures are retried
+    with backoff (and by the resync) without blocking other objects."""
+    kind = str(snap.get("kind"))
+    uid = uid_of(snap)
+    rt.metrics.queue_depth.inc()
+    try:
+        async with rt.lock(uid):
+            snap = _latest(idx, snap)
+            if snap["metadata"].get("deletionTimestamp"):
+                return  # being deleted: garbage collection removes the children; nothing to write
+            try:
+                with rt.metrics.reconciling(kind):
+                    await RECONCILERS[kind](rt, idx, snap)
+            except (KubeError, OSError) as err:
+                _schedule_retry(rt, snap, err)
+            else:
+                rt.failures.pop(uid, None)
+                handle = rt.retries.pop(uid, None)
+                if handle is not None:
+                    handle.cancel()
+    finally:
+        rt.metrics.queue_depth.dec()
+
+
+def _latest(idx: Indexes, snap: Snapshot) -> Snapshot:
+    """The newest known version of ``snap`` (an event may have queued behind a newer one)."""
+    meta = snap["metadata"]
+    ns, name = meta.get("namespace") or "", meta["name"]
+    newer = idx.playground(ns, name) if snap.get("kind") == "Playground" else idx.service(ns, name)
+    if (
+        newer is not None
+        and uid_of(newer) == uid_of(snap)
+        and resource_version(newer) > resource_version(snap)
+    ):
+        return newer
+    return snap
+
+
+def _schedule_retry(rt: Runtime, snap: Snapshot, err: Exception) -> None:
+    uid = uid_of(snap)
+    count = rt.failures.get(uid, 0)
+    rt.failures[uid] = count + 1
+    delay = RETRY_DELAYS[min(count, len(RETRY_DELAYS) - 1)]
+    meta = snap["metadata"]
+    log.warning(
+        "reconcile of %s %s/%s failed (retry in %.0fs): %s",
+        snap.get("kind"),
+        meta.get("namespace"),
+        meta.get("name"),
+        delay,
+        err,
+    )
+    old = rt.retries.pop(uid, None)
+    if old is not None:
+        old.cancel()
+    kind, ns, name = str(snap.get("kind")), meta.get("namespace") or "", meta["name"]
+    loop = asyncio.get_running_loop()
+    rt.retries[uid] = loop.call_later(delay, lambda: rt.spawn(reconcile_named(rt, kind, ns, name)))
+
+
+async def reconcile_named(rt: Runtime, kind: str, namespace: str, name: str) -> None:
+    """Reconcile the latest known version of an object, if it still exists."""
+    idx = rt.indexes
+    if idx is None:
+        return
+    snap = idx.playground(namespace, name) if kind == "Playground" else idx.service(namespace, name)
+    if snap is not None:
+        await reconcile(rt, idx, snap)
+
+
+async def reconcile_many(rt: Runtime, targets: list[tuple[str, str, str]]) -> None:
+    """Reconcile several objects concurrently (at most ``config.workers`` at once)."""
+    if rt.semaphore is None:
+        rt.semaphore = asyncio.Semaphore(rt.config.workers)
+    sem = rt.semaphore
+
+    async def one(kind: str, ns: str, name: str) -> None:
+        async with sem:
+            await reconcile_named(rt, kind, ns, name)
+
+    await asyncio.gather(*(one(*t) for t in targets))

@@ -1,0 +1,18 @@
+"""kopf handlers, one module per kind. Each ``register(registry)`` adds its indexes and handlers
+to a :class:`kopf.OperatorRegistry` (no import-time registration, so tests and the CLI build a fresh
+registry each time)."""
+
+from __future__ import annotations
+
+import kopf
+
+from llmaz.operator.handlers import backendruntime, children, lifecycle, openmodel, playground, service
+
+__all__ = ["build_registry"]
+
+
+def build_registry() -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    for module in (lifecycle, openmodel, backendruntime, playground, service, children):
+        module.register(registry)
+    return registry

@@ -1,0 +1,57 @@
+"""Children (LeaderWorkerSets, ``-lb`` Services, HPAs; a Playground's inference Service is handled
+in :mod:`.service`): indexed by their controller's uid, and every change or deletion reconciles the
+controller, so a deleted or hand-edited child is repaired within seconds. Only objects labelled
+``app.kubernetes.io/managed-by=llmaz`` are watched."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from llmaz.operator.engine import reconcile_named
+from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.kube import ObjectKey
+from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, snapshot
+from llmaz.render.common import MANAGED_BY, MANAGER
+
+OWNER_GROUP = "inference.llmaz.io"
+
+
+def _owner(body: kopf.Body) -> tuple[str, str] | None:
+    for ref in body.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("controller") and str(ref.get("apiVersion", "")).startswith(OWNER_GROUP + "/"):
+            return str(ref["kind"]), str(ref["name"])
+    return None
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    for api_version, kind, plural in CHILD_KINDS:
+        group, _, version = api_version.rpartition("/")
+        _register_kind(registry, group, version, plural, owned_index_id(api_version, kind), kind)
+
+
+def _register_kind(  # noqa: PLR0917
+    registry: kopf.OperatorRegistry, group: str, version: str, plural: str, index_id: str, kind: str
+) -> None:
+    labels = {MANAGED_BY: MANAGER}
+
+    @kopf.index(group, version, plural, id=index_id, labels=labels, registry=registry)
+    def by_owner(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        uid = controller_uid(body)
+        return {uid: snapshot(body)} if uid else {}
+
+    if group == OWNER_GROUP:
+        return  # inference Services reconcile their Playground in .service
+
+    @kopf.on.event(group, version, plural, id=f"llmaz-child-{kind}", labels=labels, registry=registry)
+    async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
+        kind_ = event_type(event)
+        if kind_ is None:
+            return  # initial listing: the owners' own listing reconciles them
+        rt = runtime(memo, kw)
+        if kind_ == "DELETED":
+            rt.applied.pop(ObjectKey.of(body), None)
+        owner = _owner(body)
+        if owner is not None:
+            await reconcile_named(rt, owner[0], body.metadata.namespace or "", owner[1])

@@ -1,0 +1,71 @@
+"""Start-up and clean-up: kopf settings that keep the operator quiet, the plugins' BackendRuntimes,
+and the slow resync."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+import kopf
+
+from llmaz.operator.backendruntimes import apply_plugin_runtimes
+from llmaz.operator.engine import reconcile_many
+from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.runtime import Runtime
+
+log = logging.getLogger("llmaz.operator")
+
+
+def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
+    """kopf settings: no peering (leader election is ours), no Events or annotations of kopf's own,
+    no CRD scanning (needs no CRD RBAC), the configured worker limit."""
+    settings.peering.standalone = True
+    settings.posting.enabled = False
+    settings.scanning.disabled = True
+    settings.queueing.worker_limit = rt.config.workers
+    settings.networking.request_timeout = 60
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+
+
+async def _resync(rt: Runtime) -> None:
+    while True:
+        await asyncio.sleep(rt.config.resync_seconds)
+        idx = rt.indexes
+        if idx is None:
+            continue
+        targets = [("Playground", *_key(s)) for s in idx.playgrounds()]
+        targets += [("Service", *_key(s)) for s in idx.services()]
+        for kind, count in (("Playground", len(idx.playgrounds())), ("Service", len(idx.services()))):
+            rt.metrics.managed.labels(kind=kind).set(count)
+        log.debug("resync of %d objects", len(targets))
+        await reconcile_many(rt, targets)
+
+
+def _key(snap: dict[str, Any]) -> tuple[str, str]:
+    meta = snap["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.on.login(registry=registry)
+    def login(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+        """kopf connects with the same credentials as the operator's own client."""
+        rt: Runtime = memo[MEMO_KEY]
+        return kopf.ConnectionInfo(**rt.kube.credentials())
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+        rt: Runtime = memo[MEMO_KEY]
+        configure(settings, rt)
+        await asyncio.to_thread(apply_plugin_runtimes, rt)
+        rt.spawn(_resync(rt))
+
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+        rt: Runtime = memo[MEMO_KEY]
+        for handle in rt.retries.values():
+            handle.cancel()
+        for task in list(rt.tasks):
+            task.cancel()

@@ -1,0 +1,29 @@
+"""OpenModel: indexed by name; a change reconciles every Playground and Service claiming it, so a
+Playground created before its model converges as soon as the model appears."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from llmaz.api import OpenModel
+from llmaz.operator.engine import reconcile_many
+from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.runtime import IDX_MODELS, snapshot
+
+GROUP, VERSION, PLURAL = OpenModel.group, OpenModel.version, OpenModel.plural
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_MODELS, registry=registry)
+    def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
+        return {name: snapshot(body)}
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def model_event(event: kopf.RawEvent, name: str, memo: kopf.Memo, **kw: Any) -> None:
+        if event_type(event) is None:
+            return
+        rt = runtime(memo, kw)
+        assert rt.indexes is not None
+        await reconcile_many(rt, rt.indexes.dependents("model", name))

@@ -1,0 +1,48 @@
+"""Playground: indexed by name and by the model and backend it references; every event reconciles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from llmaz.api import Playground
+from llmaz.api.inference import DEFAULT_BACKEND
+from llmaz.operator.engine import reconcile
+from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.runtime import IDX_PLAYGROUND_REFS, IDX_PLAYGROUNDS, snapshot, uid_of
+
+GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
+
+
+def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
+    """``("model", name)`` for each claimed model and ``("backend", name)`` for the backend."""
+    refs: list[tuple[str, str]] = []
+    claim = spec.get("modelClaim") or {}
+    if claim.get("modelName"):
+        refs.append(("model", str(claim["modelName"])))
+    for ref in (spec.get("modelClaims") or {}).get("models") or []:
+        if ref.get("name"):
+            refs.append(("model", str(ref["name"])))
+    backend = (spec.get("backendRuntimeConfig") or {}).get("backendName") or DEFAULT_BACKEND
+    refs.append(("backend", str(backend)))
+    return refs
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUNDS, registry=registry)
+    def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+        return {(namespace, name): snapshot(body)}
+
+    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUND_REFS, registry=registry)
+    def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+        return dict.fromkeys(references(dict(spec)), (namespace, name))
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
+        rt = runtime(memo, kw)
+        if event_type(event) == "DELETED":
+            rt.forget(uid_of(body))
+            return
+        assert rt.indexes is not None
+        await reconcile(rt, rt.indexes, snapshot(body))

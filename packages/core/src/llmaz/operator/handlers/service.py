@@ -1,0 +1,40 @@
+"""inference Service: indexed by name and by claimed model; every event reconciles it, and a change
+of a Playground's Service also reconciles that Playground (status and repair)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from llmaz.api import Service
+from llmaz.operator.engine import reconcile, reconcile_named
+from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, snapshot, uid_of
+
+GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICES, registry=registry)
+    def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+        return {(namespace, name): snapshot(body)}
+
+    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICE_REFS, registry=registry)
+    def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+        models = (spec.get("modelClaims") or {}).get("models") or []
+        return {("model", str(m["name"])): (namespace, name) for m in models if m.get("name")}
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
+        rt = runtime(memo, kw)
+        kind = event_type(event)
+        if kind == "DELETED":
+            rt.forget(uid_of(body))
+        else:
+            assert rt.indexes is not None
+            await reconcile(rt, rt.indexes, snapshot(body))
+        if kind is not None:
+            for ref in body.get("metadata", {}).get("ownerReferences") or []:
+                if ref.get("controller") and ref.get("kind") == "Playground":
+                    await reconcile_named(rt, "Playground", body.metadata.namespace or "", ref["name"])

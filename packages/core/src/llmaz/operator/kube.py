@@ -1,0 +1,223 @@
+"""The operator's Kubernetes API adapter: server-side apply, delete, status patch, Events, Leases.
+
+A thin layer over the ``kubernetes`` client's REST transport (authentication, TLS, token refresh from
+a kubeconfig or the in-cluster ServiceAccount). Every call is blocking; the handlers run them in a
+thread with :func:`asyncio.to_thread`. Every write is counted in :class:`~llmaz.operator.metrics.Metrics`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.parse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+
+from llmaz.render.common import MANAGER
+
+FIELD_MANAGER = MANAGER
+"""Field manager of every server-side apply and patch the operator makes."""
+
+_KNOWN_PLURALS: dict[str, str] = {
+    "Service": "services",
+    "LeaderWorkerSet": "leaderworkersets",
+    "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+    "Playground": "playgrounds",
+    "BackendRuntime": "backendruntimes",
+    "OpenModel": "openmodels",
+    "Event": "events",
+    "Lease": "leases",
+}
+
+
+def plural_of(kind: str) -> str:
+    """Resource name of a kind (the kinds llmaz and its plugins render; else lowercase + s)."""
+    return _KNOWN_PLURALS.get(kind, kind.lower() + "s")
+
+
+def resource_path(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """``/apis/<group>/<version>[/namespaces/<ns>]/<plural>[/<name>]`` (``/api/v1`` for the core group)."""
+    base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    if namespace:
+        base += f"/namespaces/{namespace}"
+    base += f"/{plural_of(kind)}"
+    if name:
+        base += f"/{name}"
+    return base
+
+
+class KubeError(RuntimeError):
+    """A failed API call: HTTP status and the API server's message."""
+
+    def __init__(self, method: str, path: str, status: int, body: str) -> None:
+        message = body
+        with contextlib.suppress(ValueError, AttributeError):
+            message = json.loads(body).get("message", body)
+        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ObjectKey:
+    """Identity of one object: ``(apiVersion, kind, namespace, name)``."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Mapping[str, Any]) -> ObjectKey:
+        meta = obj.get("metadata") or {}
+        return cls(
+            str(obj.get("apiVersion", "")),
+            str(obj.get("kind", "")),
+            str(meta.get("namespace") or ""),
+            str(meta.get("name", "")),
+        )
+
+
+WriteHook = Callable[[str, str], None]
+"""Called with ``(verb, kind)`` after every write request (metrics)."""
+
+
+class Kube:
+    """Blocking Kubernetes API calls for the operator."""
+
+    def __init__(self, api: client.ApiClient, on_write: WriteHook | None = None) -> None:
+        self.api = api
+        self._on_write = on_write
+
+    @classmethod
+    def connect(cls, kubeconfig: Path | None = None, on_write: WriteHook | None = None) -> Kube:
+        """From ``kubeconfig``, else ``$KUBECONFIG``/``~/.kube/config``, else the in-cluster account."""
+        cfg = client.Configuration()
+        if kubeconfig is not None:
+            config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            try:
+                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        return cls(client.ApiClient(cfg), on_write)
+
+    def credentials(self) -> dict[str, Any]:
+        """Server, CA, client certificate or token of this client, for kopf's own login."""
+        cfg = self.api.configuration
+        keys = cfg.api_key or {}
+        auth = str(keys.get("BearerToken") or keys.get("authorization") or "")
+        token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
+        return {
+            "server": cfg.host,
+            "ca_path": cfg.ssl_ca_cert,
+            "insecure": not cfg.verify_ssl,
+            "token": token or None,
+            "certificate_path": cfg.cert_file,
+            "private_key_path": cfg.key_file,
+        }
+
+    # ---------------------------------------------------------------- transport
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        resource: str = "",
+    ) -> Any:
+        """One request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP >= 400."""
+        url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
+        headers = {"Accept": "application/json", "Content-Type": content_type}
+        serialized = self.api.param_serialize(
+            method=method, resource_path=url_path, header_params=headers, auth_settings=["BearerToken"]
+        )
+        m, url, hdrs, _, _ = serialized
+        # a dict body is JSON-encoded by the transport for JSON and YAML (apply) content types alike
+        response = self.api.rest_client.request(  # type: ignore[no-untyped-call]
+            m, url, headers=hdrs, body=body, _request_timeout=30
+        )
+        data = response.read() if hasattr(response, "read") else response.data
+        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
+        if method != "GET" and self._on_write is not None:
+            self._on_write(method, resource)
+        if response.status >= 400:
+            raise KubeError(method, path, response.status, text)
+        return json.loads(text) if text else None
+
+    # ---------------------------------------------------------------- objects
+
+    def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            result: dict[str, Any] = self.request("GET", resource_path(api_version, kind, namespace, name))
+        except KubeError as err:
+            if err.status == 404:
+                return None
+            raise
+        return result
+
+    def apply(self, obj: Mapping[str, Any], *, force: bool = True) -> dict[str, Any]:
+        """Server-side apply ``obj`` with field manager ``llmaz`` (taking back fields we own)."""
+        key = ObjectKey.of(obj)
+        path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
+        query = {"fieldManager": FIELD_MANAGER}
+        if force:
+            query["force"] = "true"
+        result: dict[str, Any] = self.request(
+            "PATCH",
+            path,
+            query=query,
+            body=obj,
+            content_type="application/apply-patch+yaml",
+            resource=plural_of(key.kind),
+        )
+        return result
+
+    def delete(self, key: ObjectKey, uid: str | None = None) -> bool:
+        """Delete (background propagation, only the object with ``uid``); ``False`` if already gone."""
+        body: dict[str, Any] = {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request(
+                "DELETE",
+                resource_path(key.api_version, key.kind, key.namespace or None, key.name),
+                body=body,
+                resource=plural_of(key.kind),
+            )
+        except KubeError as err:
+            if err.status in (404, 409):
+                return False
+            raise
+        return True
+
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str | None, name: str, status: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Merge-patch ``status`` (the ``/status`` subresource)."""
+        path = resource_path(api_version, kind, namespace, name) + "/status"
+        result: dict[str, Any] = self.request(
+            "PATCH",
+            path,
+            query={"fieldManager": FIELD_MANAGER},
+            body={"status": dict(status)},
+            content_type="application/merge-patch+json",
+            resource=plural_of(kind) + "/status",
+        )
+        return result
+
+    def post_event(self, event: Mapping[str, Any]) -> None:
+        """Create one ``v1`` Event (failures are the caller's to log, never fatal)."""
+        namespace = (event.get("metadata") or {}).get("namespace") or "default"
+        self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event, resource="events")

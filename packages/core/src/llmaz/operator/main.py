@@ -1,0 +1,124 @@
+"""``llmaz operator run``: wire configuration, plugins, API client, metrics, health, leader election
+and kopf together, and shut down cleanly on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from pathlib import Path
+
+import kopf
+from prometheus_client import start_http_server
+
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.handlers import build_registry
+from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.health import HealthServer
+from llmaz.operator.kube import Kube
+from llmaz.operator.leader import LeaderElector
+from llmaz.operator.metrics import Metrics
+from llmaz.operator.runtime import Runtime
+from llmaz.plugins.manager import PluginManager
+
+log = logging.getLogger("llmaz.operator")
+
+SHUTDOWN_SECONDS = 20.0
+"""How long kopf may take to stop after SIGTERM (within a pod's default 30 s grace period)."""
+
+
+def identity() -> str:
+    """``<hostname>_<random>``: unique per process, readable in the Lease."""
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+
+
+def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
+    """Run until SIGTERM/SIGINT (0) or until the leadership is lost (1)."""
+    if kubeconfig is not None:
+        # kopf logs in through the kubernetes client's default loader, which reads $KUBECONFIG
+        os.environ["KUBECONFIG"] = str(kubeconfig)
+    return asyncio.run(_main(config, kubeconfig))
+
+
+async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
+    metrics = Metrics()
+    kube = Kube.connect(kubeconfig, on_write=metrics.count_write)
+    plugins = PluginManager.from_environment()
+    for error in plugins.errors:
+        log.error("plugin not loaded: %s", error)
+    log.info(
+        "backends: %s; autoscalers: %s",
+        ", ".join(sorted(plugins.backends)) or "none",
+        ", ".join(sorted(plugins.autoscalers)) or "none",
+    )
+    rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
+    start_http_server(config.metrics_port, registry=metrics.registry)
+    health = HealthServer(config.health_port)
+    await health.start()
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    elector: LeaderElector | None = None
+    if config.leader_election.enabled:
+        le = config.leader_election
+        namespace = le.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
+        elector = LeaderElector(kube, le, namespace, rt.identity)
+        health.state, health.ready = "standby", True
+        log.info("standing by for Lease %s/%s as %s", namespace, le.lease_name, rt.identity)
+        if not await elector.acquire(stop):
+            await health.stop()
+            return 0
+    metrics.leader.set(1)
+    health.state, health.ready = "leader: starting", False
+
+    stop_flag: asyncio.Event = asyncio.Event()
+    ready_flag: asyncio.Event = asyncio.Event()
+    operator = asyncio.create_task(
+        kopf.operator(
+            registry=build_registry(),
+            memo=kopf.Memo(**{MEMO_KEY: rt}),
+            clusterwide=not config.namespaces,
+            namespaces=list(config.namespaces),
+            standalone=True,
+            stop_flag=stop_flag,
+            ready_flag=ready_flag,
+        )
+    )
+
+    async def mark_ready() -> None:
+        await ready_flag.wait()
+        health.state, health.ready = "leader", True
+
+    waiters = [operator, asyncio.create_task(stop.wait()), asyncio.create_task(mark_ready())]
+    keeper = asyncio.create_task(elector.keep()) if elector is not None else None
+    if keeper is not None:
+        waiters.append(keeper)
+    done, _ = await asyncio.wait(
+        [w for w in waiters if w is not waiters[2]], return_when=asyncio.FIRST_COMPLETED
+    )
+    lost = keeper is not None and keeper in done
+    stop_flag.set()
+    try:
+        await asyncio.wait_for(operator, timeout=SHUTDOWN_SECONDS)
+    except (TimeoutError, asyncio.CancelledError):
+        log.warning("kopf did not stop within %.0fs", SHUTDOWN_SECONDS)
+    for task in waiters[1:]:
+        task.cancel()
+    for task in waiters[1:]:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    metrics.leader.set(0)
+    if elector is not None and not lost:
+        await asyncio.to_thread(elector.release)
+    await health.stop()
+    if lost:
+        log.error("exiting: the leadership was lost")
+        return 1
+    return 0

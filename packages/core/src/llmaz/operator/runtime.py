@@ -1,0 +1,181 @@
+"""What the handlers share, kept in kopf's memo (built at start-up; no module globals).
+
+* :class:`Runtime`: configuration, plugin manager, API adapter, metrics, per-object locks and the
+  small caches that keep an event caused by our own write from writing again.
+* :class:`Indexes`: the kopf indexes (objects by name, dependents by referenced model/backend,
+  children by owner uid), as one typed view.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.kube import Kube, ObjectKey
+from llmaz.operator.metrics import Metrics
+from llmaz.plugins.manager import PluginManager
+
+log = logging.getLogger("llmaz.operator")
+
+Snapshot = dict[str, Any]
+"""A plain-dict copy of an object as last seen by a watch."""
+
+# Index ids: kopf passes each index to handlers as a keyword argument of this name.
+IDX_MODELS = "llmaz_openmodels"
+IDX_RUNTIMES = "llmaz_backendruntimes"
+IDX_PLAYGROUNDS = "llmaz_playgrounds"
+IDX_PLAYGROUND_REFS = "llmaz_playground_refs"
+IDX_SERVICES = "llmaz_services"
+IDX_SERVICE_REFS = "llmaz_service_refs"
+IDX_OWNED = "llmaz_owned_"
+"""Prefix of the per-kind indexes of children by controller owner uid."""
+CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("inference.llmaz.io/v1alpha1", "Service", "services"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets"),
+    ("v1", "Service", "services"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
+)
+"""Kinds the operator creates and watches back: ``(apiVersion, kind, plural)``."""
+
+
+def owned_index_id(api_version: str, kind: str) -> str:
+    group = api_version.split("/", maxsplit=1)[0] if "/" in api_version else "core"
+    return IDX_OWNED + f"{group}_{kind}".replace(".", "_").replace("-", "_").lower()
+
+
+def snapshot(body: Mapping[str, Any]) -> Snapshot:
+    """A deep, plain copy of a watched object (kopf bodies must not be kept)."""
+    return copy.deepcopy(
+        {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in body}
+    )
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("uid", ""))
+
+
+def resource_version(obj: Mapping[str, Any] | None) -> int:
+    """``metadata.resourceVersion`` as a number (0 when absent or not numeric)."""
+    raw = ((obj or {}).get("metadata") or {}).get("resourceVersion")
+    try:
+        return int(str(raw))
+    except (TypeError, ValueError):
+        return 0
+
+
+def controller_uid(obj: Mapping[str, Any]) -> str | None:
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+class Indexes:
+    """Typed access to the kopf indexes a handler received as keyword arguments."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        self._raw = {k: v for k, v in raw.items() if k.startswith("llmaz_")}
+
+    def _values(self, index: str, key: Any) -> list[Any]:
+        idx = self._raw.get(index)
+        if idx is None or key not in idx:
+            return []
+        return list(idx[key])
+
+    def _all(self, index: str) -> Iterable[Any]:
+        idx = self._raw.get(index)
+        if idx is None:
+            return []
+        return [v for key in list(idx) for v in idx[key]]
+
+    def model(self, name: str) -> Snapshot | None:
+        found = self._values(IDX_MODELS, name)
+        return found[0] if found else None
+
+    def models(self) -> list[Snapshot]:
+        return list(self._all(IDX_MODELS))
+
+    def runtimes(self) -> list[Snapshot]:
+        return list(self._all(IDX_RUNTIMES))
+
+    def playground(self, namespace: str, name: str) -> Snapshot | None:
+        found = self._values(IDX_PLAYGROUNDS, (namespace, name))
+        return found[0] if found else None
+
+    def playgrounds(self) -> list[Snapshot]:
+        return list(self._all(IDX_PLAYGROUNDS))
+
+    def service(self, namespace: str, name: str) -> Snapshot | None:
+        found = self._values(IDX_SERVICES, (namespace, name))
+        return found[0] if found else None
+
+    def services(self) -> list[Snapshot]:
+        return list(self._all(IDX_SERVICES))
+
+    def dependents(self, ref: str, name: str) -> list[tuple[str, str, str]]:
+        """``(kind, namespace, name)`` of Playgrounds/Services referencing model or backend ``name``
+        (``ref`` is ``"model"`` or ``"backend"``)."""
+        out = [("Playground", ns, n) for ns, n in self._values(IDX_PLAYGROUND_REFS, (ref, name))]
+        out += [("Service", ns, n) for ns, n in self._values(IDX_SERVICE_REFS, (ref, name))]
+        return sorted(set(out))
+
+    def owned(self, owner_uid: str, kinds: Iterable[tuple[str, str]] | None = None) -> list[Snapshot]:
+        """Children controlled by ``owner_uid`` (of ``kinds`` when given)."""
+        wanted = list(kinds) if kinds is not None else [(a, k) for a, k, _ in CHILD_KINDS]
+        out: list[Snapshot] = []
+        for api_version, kind in wanted:
+            out += self._values(owned_index_id(api_version, kind), owner_uid)
+        return out
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Runtime:
+    """Everything a handler needs, built once at start-up and kept in ``memo.llmaz``."""
+
+    config: OperatorConfig
+    plugins: PluginManager
+    kube: Kube
+    metrics: Metrics
+    identity: str
+    clock: Callable[[], datetime] = utcnow
+    indexes: Indexes | None = None
+    applied: dict[ObjectKey, tuple[str, int]] = field(default_factory=dict)
+    """Child -> (hash of what we applied, resourceVersion the API server answered)."""
+    statuses: dict[str, tuple[Any, int]] = field(default_factory=dict)
+    """Owner uid -> (status we wrote, resourceVersion answered)."""
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    failures: dict[str, int] = field(default_factory=dict)
+    tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    semaphore: asyncio.Semaphore | None = None
+
+    def lock(self, uid: str) -> asyncio.Lock:
+        lock = self.locks.get(uid)
+        if lock is None:
+            lock = self.locks[uid] = asyncio.Lock()
+        return lock
+
+    def forget(self, uid: str) -> None:
+        """Drop what is kept for a deleted owner."""
+        self.locks.pop(uid, None)
+        self.statuses.pop(uid, None)
+        self.failures.pop(uid, None)
+        handle = self.retries.pop(uid, None)
+        if handle is not None:
+            handle.cancel()
+
+    def spawn(self, coro: Any) -> None:
+        """Run ``coro`` in the background, keeping a reference until it ends."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)

@@ -1,0 +1,233 @@
+"""Status of Playgrounds and inference Services, computed by pure functions (``now`` is injected).
+
+Two conditions, following Kubernetes conventions (``observedGeneration``, ``lastTransitionTime`` that
+changes only when ``status`` changes):
+
+* ``Available``: ``True`` with reason ``Available`` when every desired replica is ready; else
+  ``False`` with the reason a user can act on. ``kubectl get pl,isvc`` shows this reason.
+* ``Progressing``: ``True``/``Pending`` while the workload rolls out; ``False`` with the blocking
+  reason when the operator cannot proceed (``ModelNotFound``...), ``False``/``Available`` when done.
+
+Pure: no kopf, no client, no clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_PROGRESSING
+from llmaz.render.common import MANAGED_BY, MANAGER
+from llmaz.render.errors import RenderError
+
+__all__ = [
+    "REASON_AVAILABLE",
+    "REASON_NAME_CONFLICT",
+    "REASON_PENDING",
+    "Observation",
+    "available_of",
+    "compute_status",
+    "error_reason",
+    "format_time",
+    "managed_by_condition",
+    "status_changed",
+    "transitions",
+]
+
+REASON_AVAILABLE = "Available"
+REASON_PENDING = "Pending"
+REASON_NAME_CONFLICT = "NameConflict"
+REASON_INVALID_TEMPLATE = "InvalidTemplate"
+
+_TEMPLATE_REASONS = frozenset({"UnknownTemplateVariable", "InvalidWorkloadTemplate"})
+
+
+def error_reason(err: RenderError) -> str:
+    """The condition reason of a render error (template problems are all ``InvalidTemplate``)."""
+    reason = err.condition_reason
+    return REASON_INVALID_TEMPLATE if reason in _TEMPLATE_REASONS else reason
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the operator saw for one Playground or Service.
+
+    :param generation: ``metadata.generation`` of the object.
+    :param blocked: ``(reason, message)`` when the children cannot be rendered or applied.
+    :param desired: desired replicas.
+    :param ready: ready replicas of the workload (a child's status).
+    :param available: whether the workload reports itself available.
+    :param selector: label selector of the serving pods (scale subresource).
+    """
+
+    generation: int
+    blocked: tuple[str, str] | None = None
+    desired: int = 1
+    ready: int = 0
+    available: bool = False
+    selector: str | None = None
+
+
+def format_time(now: datetime) -> str:
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _condition(  # noqa: PLR0917
+    previous: Mapping[str, Mapping[str, Any]],
+    type_: str,
+    status: bool,
+    reason: str,
+    message: str,
+    generation: int,
+    now: datetime,
+) -> dict[str, Any]:
+    value = "True" if status else "False"
+    before = previous.get(type_)
+    since = (
+        str(before["lastTransitionTime"])
+        if before is not None and before.get("status") == value and before.get("lastTransitionTime")
+        else format_time(now)
+    )
+    return {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def compute_status(
+    kind: str, seen: Observation, previous: Mapping[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    """The full ``status`` of a Playground or inference Service (``kind`` names it in messages)."""
+    old = {
+        str(c.get("type")): c
+        for c in ((previous or {}).get("conditions") or [])
+        if isinstance(c, Mapping) and c.get("type")
+    }
+    gen = seen.generation
+    if seen.blocked is not None:
+        reason, message = seen.blocked
+        progressing = _condition(old, CONDITION_PROGRESSING, False, reason, message, gen, now)
+        available = _condition(old, CONDITION_AVAILABLE, False, reason, message, gen, now)
+    elif seen.available and seen.ready >= seen.desired:
+        message = f"{seen.ready}/{seen.desired} replicas ready"
+        progressing = _condition(
+            old, CONDITION_PROGRESSING, False, REASON_AVAILABLE, f"{kind} rolled out; {message}", gen, now
+        )
+        available = _condition(old, CONDITION_AVAILABLE, True, REASON_AVAILABLE, message, gen, now)
+    else:
+        message = f"waiting for replicas to become ready: {seen.ready}/{seen.desired} ready"
+        progressing = _condition(old, CONDITION_PROGRESSING, True, REASON_PENDING, message, gen, now)
+        available = _condition(old, CONDITION_AVAILABLE, False, REASON_PENDING, message, gen, now)
+    status: dict[str, Any] = {"conditions": [progressing, available], "replicas": seen.ready}
+    if seen.selector:
+        status["selector"] = seen.selector
+    return status
+
+
+def _comparable(status: Mapping[str, Any] | None) -> Any:
+    if not status:
+        return None
+    conds = sorted(
+        (
+            (
+                c.get("type"),
+                c.get("status"),
+                c.get("reason"),
+                c.get("message"),
+                c.get("observedGeneration"),
+            )
+            for c in status.get("conditions") or []
+        ),
+        key=lambda c: str(c[0]),
+    )
+    return (conds, status.get("replicas", 0), status.get("selector"))
+
+
+def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether writing ``desired`` would change anything a user can see."""
+    return bool(_comparable(current) != _comparable(desired))
+
+
+def transitions(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """``(type, reason, message)`` of each condition whose status or reason changes: one Event each."""
+    old = {str(c.get("type")): c for c in ((current or {}).get("conditions") or []) if isinstance(c, Mapping)}
+    out = []
+    for cond in desired.get("conditions") or []:
+        before = old.get(cond["type"])
+        if before is None or (before.get("status"), before.get("reason")) != (
+            cond["status"],
+            cond["reason"],
+        ):
+            out.append((str(cond["type"]), str(cond["reason"]), str(cond["message"])))
+    return out
+
+
+def available_of(status: Mapping[str, Any] | None) -> bool:
+    """Whether a status (ours or a LeaderWorkerSet's) has ``Available=True``."""
+    conds: Sequence[Mapping[str, Any]] = (status or {}).get("conditions") or []
+    return any(c.get("type") == CONDITION_AVAILABLE and c.get("status") == "True" for c in conds)
+
+
+CONDITION_MANAGED = "Managed"
+"""BackendRuntime condition: which backend plugin manages the object, if any."""
+
+
+class _PluginLookup(Protocol):
+    @property
+    def backends(self) -> Mapping[str, Any]: ...
+
+    def owner_of_backend(self, name: str) -> Any: ...
+
+
+def managed_by_condition(  # noqa: PLR0917
+    labels: Mapping[str, str],
+    name: str,
+    plugins: _PluginLookup,
+    generation: int,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any]:
+    """The ``Managed`` condition of a BackendRuntime: reason ``Plugin`` (message names the plugin and
+    its distribution), ``UserCreated``, or ``PluginNotInstalled`` (left alone, no longer updated)."""
+    old = {
+        str(c.get("type")): c
+        for c in ((previous or {}).get("conditions") or [])
+        if isinstance(c, Mapping) and c.get("type")
+    }
+    if labels.get(MANAGED_BY) != MANAGER:
+        return _condition(
+            old,
+            CONDITION_MANAGED,
+            False,
+            "UserCreated",
+            "created by a user; the operator never changes it",
+            generation,
+            now,
+        )
+    if name in plugins.backends:
+        info = plugins.owner_of_backend(name)
+        dist = f" (distribution {info.distribution})" if info is not None and info.distribution else ""
+        return _condition(
+            old,
+            CONDITION_MANAGED,
+            True,
+            "Plugin",
+            f"applied by the operator from backend plugin {name!r}{dist}",
+            generation,
+            now,
+        )
+    return _condition(
+        old,
+        CONDITION_MANAGED,
+        False,
+        "PluginNotInstalled",
+        f"backend plugin {name!r} is not installed any more; the object is left as it was",
+        generation,
+        now,
+    )

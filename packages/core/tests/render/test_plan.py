@@ -1,0 +1,116 @@
+"""``render.plan``: the one lookup path shared by ``llmaz render`` and the operator."""
+
+from __future__ import annotations
+
+import pytest
+
+from llmaz.api import BackendRuntime, OpenModel, Playground, Service
+from llmaz.plugins.manager import PluginManager
+from llmaz.render import BackendRuntimeNotFound, plan, plan_tree
+
+MODEL = OpenModel.from_manifest(
+    {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": "qwen"},
+        "spec": {
+            "familyName": "qwen",
+            "source": {"modelHub": {"modelID": "Qwen/Qwen2-0.5B"}},
+            "inferenceConfig": {"flavors": [{"name": "l4", "limits": {"nvidia.com/gpu": 1}}]},
+        },
+    }
+)
+
+
+def playground(**spec: object) -> Playground:
+    return Playground.from_manifest(
+        {
+            "apiVersion": "inference.llmaz.io/v1alpha1",
+            "kind": "Playground",
+            "metadata": {"name": "qwen", "namespace": "ns"},
+            "spec": {"replicas": 1, "modelClaim": {"modelName": "qwen"}, **spec},
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def plugins() -> PluginManager:
+    return PluginManager.from_environment({})
+
+
+def test_playground_plan_is_its_service_and_names_every_kind_it_may_prune(plugins: PluginManager) -> None:
+    result = plan(playground(), {"qwen": MODEL}, {}, plugins)
+    assert [(o["kind"], o["metadata"]["name"]) for o in result.objects] == [("Service", "qwen")]
+    assert ("inference.llmaz.io/v1alpha1", "Service") in result.prune_kinds
+    # no elasticConfig: no HPA, but the HPA kind is still managed so an old one is pruned
+    assert ("autoscaling/v2", "HorizontalPodAutoscaler") in result.prune_kinds
+
+
+def test_operator_plan_does_not_invent_a_missing_backend_runtime(plugins: PluginManager) -> None:
+    with pytest.raises(BackendRuntimeNotFound) as err:
+        plan(playground(), {"qwen": MODEL}, {}, plugins, plugin_runtimes=False)
+    assert err.value.field == "spec.backendRuntimeConfig.backendName"
+    runtime = plugins.get_backend("vllm")
+    assert runtime is not None
+    br: BackendRuntime = runtime.backend_runtime()
+    assert plan(playground(), {"qwen": MODEL}, {"vllm": br}, plugins, plugin_runtimes=False).objects
+
+
+def test_service_plan_is_lws_and_lb_and_tree_follows_the_playground(plugins: PluginManager) -> None:
+    tree = plan_tree(playground(), {"qwen": MODEL}, {}, plugins)
+    assert [(o["kind"], o["metadata"]["name"]) for o in tree] == [
+        ("Service", "qwen"),
+        ("LeaderWorkerSet", "qwen"),
+        ("Service", "qwen-lb"),
+    ]
+    service = Service.from_manifest(tree[0])
+    children = plan(service, {"qwen": MODEL})
+    assert [o["kind"] for o in children.objects] == ["LeaderWorkerSet", "Service"]
+    assert children.prune_kinds == (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
+
+
+def _runner_args(
+    plugins: PluginManager, flavor: dict, backend: str, args: list[str] | None = None
+) -> list[str]:
+    model = OpenModel.from_manifest(
+        {
+            **MODEL.to_manifest(),
+            "spec": {**MODEL.to_manifest()["spec"], "inferenceConfig": {"flavors": [flavor]}},
+        }
+    )
+    brc: dict[str, object] = {"backendName": backend}
+    if args:
+        brc["args"] = args
+    service = plan(playground(backendRuntimeConfig=brc), {"qwen": model}, {}, plugins).objects[0]
+    container = service["spec"]["workloadTemplate"]["workerTemplate"]["spec"]["containers"][0]
+    return list(container.get("args") or [])
+
+
+@pytest.mark.parametrize(
+    ("backend", "flag"),
+    [
+        ("vllm", "--tensor-parallel-size"),
+        ("sglang", "--tp"),
+        ("tgi", "--num-shard"),
+        ("tensorrt-llm", "--tp_size"),
+    ],
+)
+def test_single_host_tensor_parallel_defaults_to_the_flavor_gpu_count(
+    plugins: PluginManager, backend: str, flag: str
+) -> None:
+    args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, backend)
+    assert args[args.index(flag) + 1] == "8"
+    explicit = _runner_args(
+        plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}, "params": {"TP": "4"}}, backend
+    )
+    assert explicit[explicit.index(flag) + 1] == "4"
+    # one GPU and no TP param: nothing added; a flag the user passed is never doubled
+    assert flag not in _runner_args(plugins, {"name": "l4", "limits": {"nvidia.com/gpu": 1}}, backend)
+    mine = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, backend, [flag, "2"])
+    assert mine.count(flag) == 1
+    assert mine[mine.index(flag) + 1] == "2"
+
+
+def test_backend_without_tensor_parallel_flag_gets_none(plugins: PluginManager) -> None:
+    args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, "llamacpp")
+    assert "8" not in args
