@@ -24,6 +24,7 @@ class VLLMBackend(Backend):
     drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
+    parallelism_flag: ClassVar[str | None] = "--tensor-parallel-size"
 
     def command(self) -> list[str]:
         return list(SERVER)

@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
+from llmaz.render.dra import render_dra
 from llmaz.render.errors import InvalidManifest, RenderError, RenderErrors
 from llmaz.render.playground import render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
@@ -69,7 +70,8 @@ def render_manifests(
     """Every object the operator would create for ``documents``.
 
     For each Playground (in document order): its inference Service, the LeaderWorkerSet and the
-    ``<name>-lb`` Service that Service leads to, and its autoscaler objects. For each inference
+    ``<name>-lb`` Service that Service leads to (plus a ResourceClaimTemplate when a claimed flavor
+    sets ``DEVICE-CLASS``: DRA mode), and its autoscaler objects. For each inference
     Service in the input: its LeaderWorkerSet and ``<name>-lb`` Service. OpenModels and
     BackendRuntimes are resolved from ``documents`` first, then BackendRuntimes from installed backend
     plugins. Documents of other kinds are ignored.
@@ -123,12 +125,18 @@ def render_manifests(
                 rendered = render_playground(obj, models, runtime, backend=backend, autoscalers=autoscalers)
                 service_doc, *rest = rendered.objects
                 service = Service.from_manifest(service_doc)
-                children = render_service(
-                    service, models, backend=backend, model_loader_image=model_loader_image
+                children = render_dra(
+                    render_service(service, models, backend=backend, model_loader_image=model_loader_image),
+                    service,
+                    models,
+                    None,
+                    backend=backend,
                 )
                 out += [service_doc, *children.objects, *rest]
             elif isinstance(obj, Service):
-                children = render_service(obj, models, model_loader_image=model_loader_image)
+                children = render_dra(
+                    render_service(obj, models, model_loader_image=model_loader_image), obj, models, None
+                )
                 out += list(children.objects)
         except RenderError as err:
             errors.append(_with_owner(err, obj))
