@@ -30,7 +30,7 @@ from llmaz.render.dra import (
     uses_dra,
 )
 
-A100 = {
+A100: dict[str, Any] = {
     "name": "a100",
     "limits": {"nvidia.com/gpu": 1},
     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
@@ -39,7 +39,7 @@ A100 = {
         "DEVICE-SELECTOR": 'device.attributes["gpu.example.com"].model == "A100"',
     },
 }
-L4X2 = {
+L4X2: dict[str, Any] = {
     "name": "l4x2",
     "limits": {"nvidia.com/gpu": 2},
     "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"},
@@ -65,7 +65,7 @@ def render(
 
 def vllm(plugins: Any) -> Backend:
     backend = plugins.get_backend("vllm")
-    assert backend is not None
+    assert isinstance(backend, Backend)
     return backend
 
 
