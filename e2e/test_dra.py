@@ -30,7 +30,8 @@ A100_NODES = NodePool(
 L4_NODES = NodePool(
     "dra-l4", 1, cpu="32", memory="128Gi", extra_labels={"nvidia.com/gpu.product": "NVIDIA-L4"}
 )
-GPUS = {A100_NODES: ("A100", 1), L4_NODES: ("L4", 2)}
+GPUS = ((A100_NODES, "A100", 1), (L4_NODES, "L4", 2))
+"""Each pool with the GPU model its ResourceSlices list and how many per node."""
 FLAVORS = [
     {
         "name": "a100",
@@ -60,7 +61,7 @@ def driver_objects() -> list[dict[str, Any]]:
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
         }
     ]
-    for pool, (model, count) in GPUS.items():
+    for pool, model, count in GPUS:
         for node in pool.node_names():
             objs.append(
                 {
@@ -103,6 +104,11 @@ def dra_cluster(control_plane: ControlPlane) -> Iterator[ControlPlane]:
     for obj in reversed(driver_objects()):
         cp.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], "--wait=false", check=False)
     cp.kubectl("delete", "node", *names, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def plugins() -> PluginManager:
+    return PluginManager.from_environment({})
 
 
 def rendered(plugins: PluginManager, namespace: str) -> list[dict[str, Any]]:
