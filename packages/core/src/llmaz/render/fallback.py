@@ -14,6 +14,8 @@ Pods sized for one flavor cannot land on another flavor's nodes when the acceler
 * it never moves while a pod of the workload is Ready.
 
 :func:`decide_fallback` is the whole decision; it takes ``now`` and returns when to look again.
+The operator keeps its inputs in ``status.flavor`` (:class:`llmaz.api.FlavorStatus`): ``selected``,
+``tried`` and ``selectedAt``.
 """
 
 from __future__ import annotations
