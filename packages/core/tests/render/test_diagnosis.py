@@ -342,3 +342,19 @@ def test_one_line_takes_last_line_and_truncates() -> None:
     assert one_line("a\nb\n\n") == "b"
     assert one_line(None) == ""
     assert len(one_line("x" * 1000)) == 300
+
+
+def test_missing_secret_is_pending_with_the_kubelet_message() -> None:
+    waiting = {"reason": "CreateContainerConfigError", "message": 'secret "hf-token" not found'}
+    init = [{"name": "model-loader", "state": {"waiting": waiting}}]
+    d = diagnose([pod("a-0", init=init)], desired_replicas=1, now=NOW)
+    assert d.reason is Reason.PENDING
+    expected = 'is waiting: CreateContainerConfigError: secret "hf-token" not found'
+    assert f"container model-loader of pod a-0 {expected}" in d.message
+
+
+def test_routine_waiting_is_plain_pending() -> None:
+    init = [{"name": "model-loader", "state": {"waiting": {"reason": "PodInitializing"}}}]
+    d = diagnose([pod("a-0", init=init)], desired_replicas=1, now=NOW)
+    assert d.reason is Reason.PENDING
+    assert "waiting:" not in d.message

@@ -15,7 +15,9 @@ Precedence (the first that applies wins):
 5. ``Unschedulable``: the scheduler cannot place a pod.
 6. ``Loading``: a model loader is downloading weights.
 7. ``Starting``: the engine runs but is not Ready yet.
-8. ``Pending``: anything else (no pods yet, pods waiting to be scheduled or created).
+8. ``Pending``: anything else (no pods yet, pods waiting to be scheduled or created); a container
+   waiting for an unusual reason, such as ``CreateContainerConfigError`` for a missing Secret, is
+   named with the kubelet's message.
 
 Failures a user must fix come before states that resolve by waiting, and among failures the ones
 that name a cause (a loader message, a crash) come before the ones that only name a symptom.
@@ -38,6 +40,8 @@ LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"
 LOADER_PREFIX = "model-loader"
 """Model-loader init containers are named ``model-loader`` and ``model-loader-<n>``."""
+ROUTINE_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+"""Waiting reasons of a healthy start; any other one is quoted in a ``Pending`` message."""
 MAX_DETAIL = 300
 """Longest piece of a foreign message (scheduler, kubelet, loader) quoted in a condition message."""
 
@@ -241,6 +245,14 @@ def _pod_finding(pod: Mapping[str, Any]) -> Finding | None:
     for cs in statuses:
         if cs.get("name") == MODEL_RUNNER and (cs.get("state") or {}).get("running"):
             return Finding(Reason.STARTING, name, f"{MODEL_RUNNER} of {role} {name} started, not ready yet")
+    for cs in init_statuses + statuses:
+        waiting = (cs.get("state") or {}).get("waiting") or {}
+        if waiting.get("reason") and waiting.get("reason") not in ROUTINE_WAITING:
+            # e.g. CreateContainerConfigError: a Secret named by an env var (a hub token) is missing
+            detail = f"container {cs.get('name')} of {role} {name} is waiting: {waiting['reason']}"
+            if waiting.get("message"):
+                detail += f": {_short(waiting.get('message'))}"
+            return Finding(Reason.PENDING, name, detail)
     if status.get("phase") == "Running":
         return Finding(Reason.STARTING, name, f"{role} {name} is running, not ready yet")
     return Finding(Reason.PENDING, name, f"{role} {name} is {status.get('phase') or 'being created'}")
