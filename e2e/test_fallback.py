@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,10 +181,26 @@ def wait_running(cp: ControlPlane, namespace: str, names: list[str]) -> None:
     )
 
 
+@pytest.fixture
+def gpu_namespace(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
+    """The test namespace; its GPU pods are gone before the next test, which may need the GPUs."""
+    yield namespace
+    control_plane.kubectl(
+        "delete",
+        "leaderworkersets,pods",
+        "--all",
+        "-n",
+        namespace,
+        "--wait=true",
+        "--timeout=60s",
+        check=False,
+    )
+
+
 def test_fallback_moves_to_next_flavor_then_reports_and_recovers(
-    control_plane: ControlPlane, namespace: str, plugins: PluginManager
+    control_plane: ControlPlane, gpu_namespace: str, plugins: PluginManager
 ) -> None:
-    cp = control_plane
+    cp, namespace = control_plane, gpu_namespace
     a100 = [f"a100-filler-{i}" for i in range(POOLS["a100"].count)]
     cp.kubectl(
         "create", "-n", namespace, "-f", "-", input=[filler(n, "a100", POOLS["a100"].gpus) for n in a100]
