@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from render_helpers import StandInBackend, hub, model, one, playground, runner, templates
+from render_helpers import StandInBackend, hub, model, one, playground, runner, service, templates
 
 from llmaz.api import Service
 from llmaz.operator.config import OperatorConfig
@@ -267,3 +267,44 @@ def test_wrapper_fails_clearly_without_gpus(tmp_path: Path) -> None:
     res = run_wrapper(tmp_path, 0)
     assert res.returncode == 1
     assert "no GPU is visible" in res.stderr
+
+
+def test_hand_written_service_keeps_its_own_affinity_in_every_flavor_term() -> None:
+    """A user's zone requirement is ANDed with each flavor's selector, before and after DRA."""
+    l4 = {**L4X2, "name": "l4", "limits": {"nvidia.com/gpu": 1}}
+    m = model("qwen", hub("Qwen/Qwen2-0.5B-Instruct"), [A100, l4])
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
+    svc = service(
+        "hand",
+        {
+            "modelClaims": {"models": [{"name": "qwen"}]},
+            "replicas": 1,
+            "workloadTemplate": {
+                "workerTemplate": {
+                    "spec": {
+                        "affinity": {
+                            "nodeAffinity": {
+                                "requiredDuringSchedulingIgnoredDuringExecution": {
+                                    "nodeSelectorTerms": [{"matchExpressions": [zone]}]
+                                }
+                            }
+                        },
+                        "containers": [{"name": "model-runner", "image": "example.com/engine:1"}],
+                    }
+                }
+            },
+        },
+        namespace="ns",
+    )
+    out = render_dra(render_service(svc, [m]), svc, [m], None, backend=StandInBackend())
+    (tpl,) = templates(one(out.objects, "LeaderWorkerSet"))
+    terms = tpl["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert [t["matchExpressions"][0] for t in terms] == [zone, zone]
+    assert [t["matchExpressions"][1]["values"] for t in terms] == [["NVIDIA-A100-SXM4-80GB"], ["NVIDIA-L4"]]
+    # Different counts and no backend known to wrap the image's entrypoint: refused.
+    m2 = model("qwen", hub("Qwen/Qwen2-0.5B-Instruct"), [A100, L4X2])
+    with pytest.raises(InvalidFlavor) as err:
+        render_dra(render_service(svc, [m2]), svc, [m2], None, backend=None)
+    assert "(unknown)" in str(err.value)
