@@ -252,6 +252,28 @@ class SingleHostConfigUsesLwsEnv(Sound):
         return [*super().speculative_args(), "--rank", "$(LWS_WORKER_INDEX)"]
 
 
+class ParallelismFlagOnImageEntrypoint(Sound):
+    """Declares a parallelism flag but keeps the image's entrypoint, which cannot be wrapped."""
+
+    parallelism_flag: ClassVar[str | None] = "--tp"
+
+
+class WrapperKeepsOldFlag(Sound):
+    """A hand-written wrapper that leaves the flag in the args: the engine would get it twice."""
+
+    parallelism_flag: ClassVar[str | None] = "--tp"
+
+    def command(self) -> list[str] | None:
+        return ["sound-serve"]
+
+    def device_count_entrypoint(
+        self, command: list[str] | None, args: list[str]
+    ) -> tuple[list[str], list[str]] | None:
+        wrapped = super().device_count_entrypoint(command, args)
+        assert wrapped is not None
+        return wrapped[0], [*wrapped[1], "--tp", "1"]
+
+
 BROKEN_BACKENDS: list[tuple[str, type[Backend]]] = [
     ("test_name_is_a_dns_label", BadName),
     ("test_backend_runtime_is_valid_and_round_trips", RuntimeWithOtherImage),
@@ -278,6 +300,8 @@ BROKEN_BACKENDS: list[tuple[str, type[Backend]]] = [
     ("test_speculative_decoding", SpeculativeWithoutDraftModel),
     ("test_speculative_decoding", DraftModelInDefault),
     ("test_speculative_decoding", SpeculativeConfigUndeclared),
+    ("test_device_count_entrypoint", ParallelismFlagOnImageEntrypoint),
+    ("test_device_count_entrypoint", WrapperKeepsOldFlag),
     ("test_multi_host_recipe", MultiHostFlagWithoutRecipe),
     ("test_multi_host_recipe", WorkersWithoutLeaderAddress),
     ("test_multi_host_recipe", UnknownLwsVariable),

@@ -25,6 +25,7 @@ class SGLangBackend(Backend):
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
+    parallelism_flag: ClassVar[str | None] = "--tp"
 
     def command(self) -> list[str]:
         return list(SERVER)

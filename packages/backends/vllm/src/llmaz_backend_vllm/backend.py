@@ -25,6 +25,7 @@ class VLLMBackend(Backend):
     tensor_parallel_flag: ClassVar[str | None] = "--tensor-parallel-size"
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
+    parallelism_flag: ClassVar[str | None] = "--tensor-parallel-size"
 
     def command(self) -> list[str]:
         return list(SERVER)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 from typing import ClassVar
 
@@ -19,7 +20,7 @@ from llmaz.api._base import (
     ScaleSubresource,
     Scope,
 )
-from llmaz.api.core import ModelClaim, ModelClaims
+from llmaz.api.core import MAX_FLAVORS, ModelClaim, ModelClaims
 from llmaz.api.k8s import (
     K8S_BOUNDS_KEY,
     EnvVar,
@@ -259,6 +260,20 @@ class PlaygroundSpec(ApiModel):
     elastic_config: ElasticConfig | None = Field(default=None, description="Autoscaling bounds.")
 
 
+class FlavorStatus(ApiModel):
+    """Which claimed flavor the workload is rendered for, and the fallback so far."""
+
+    selected: Name | None = Field(default=None, description="The flavor the pods are sized for.")
+    tried: list[Name] | None = Field(
+        default=None,
+        max_length=MAX_FLAVORS,
+        description="Flavors tried since the last start from the first one, in order (fallback).",
+    )
+    selected_at: datetime | None = Field(
+        default=None, description="When the selected flavor was chosen (fallback delays count from here)."
+    )
+
+
 class PlaygroundStatus(ApiModel):
     """Observed state of a Playground."""
 
@@ -267,6 +282,7 @@ class PlaygroundStatus(ApiModel):
     )
     replicas: int = Field(default=0, ge=0, description="Ready replicas of the inference Service.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
+    flavor: FlavorStatus | None = Field(default=None, description="Flavor selection and fallback.")
 
 
 _AVAILABLE_REASON = ".status.conditions[?(@.type=='Available')].reason"
@@ -406,6 +422,7 @@ class ServiceStatus(ApiModel):
     )
     replicas: int = Field(default=0, ge=0, description="Ready pod groups.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
+    flavor: FlavorStatus | None = Field(default=None, description="Flavor selection and fallback.")
 
 
 class Service(Resource):

@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from llmaz.api._base import ApiModel, Name, ShortString
+from llmaz.render.dra import DraSettings
 
 
 class BackendOverride(ApiModel):
@@ -104,6 +105,7 @@ class OperatorConfig(ApiModel):
     webhook: Webhook = Field(default_factory=Webhook)
     flavor_fallback: FlavorFallback = Field(default_factory=FlavorFallback)
     model_loader: ModelLoader = Field(default_factory=ModelLoader)
+    dra: DraSettings = Field(default_factory=DraSettings)
 
 
 class ConfigError(ValueError):

@@ -64,6 +64,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("services",), OWN, "the <name>-lb Service of a workload"),
     Rule(("autoscaling",), ("horizontalpodautoscalers",), OWN, "autoscaler plugin objects"),
     Rule(("",), ("pods",), READ, "diagnosis of why a model is not serving (llmaz labels only)"),
+    Rule(("resource.k8s.io",), ("resourceclaimtemplates",), OWN, "DRA mode: one claim template per workload"),
+    Rule(("resource.k8s.io",), ("resourceclaims",), READ, "DRA mode: which flavor the scheduler allocated"),
     Rule(("",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("events.k8s.io",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmaz.api import BackendRuntime, EnvVar, RecommendedConfig
+from llmaz.plugins.devices import wrap_with_device_count
 
 __all__ = [
     "BACKEND_RUNTIME_LABELS",
@@ -133,6 +134,10 @@ class Backend(ABC):
     # --- capabilities ---------------------------------------------------------------------------
     supports_speculative_decoding: ClassVar[bool] = False
     supports_multi_host: ClassVar[bool] = False
+    parallelism_flag: ClassVar[str | None] = None
+    """Flag that sets how many accelerators one replica spreads the model over (vLLM's
+    ``--tensor-parallel-size``). When set, DRA mode starts the engine through a wrapper that counts
+    the GPUs allocated to the container and passes that count (:meth:`device_count_entrypoint`)."""
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -160,6 +165,20 @@ class Backend(ABC):
     def multi_host_recipe(self) -> MultiHostRecipe | None:
         """How to run one replica over several pods, or ``None`` when unsupported."""
         return None
+
+    def device_count_entrypoint(
+        self, command: list[str] | None, args: list[str]
+    ) -> tuple[list[str], list[str]] | None:
+        """Command and args that start the engine with the parallelism of the GPUs it was given.
+
+        Used in DRA mode, where the scheduler picks among flavors with different device counts.
+        The default wraps ``command args`` in :func:`llmaz.plugins.devices.wrap_with_device_count`
+        with :attr:`parallelism_flag`; ``None`` when the engine has no such flag or the command is
+        the image's entrypoint (unknown, so it cannot be wrapped).
+        """
+        if self.parallelism_flag is None or not command:
+            return None
+        return wrap_with_device_count(command, args, self.parallelism_flag)
 
     # --- probes -------------------------------------------------------------------------------
     def _http_get(self, path: str) -> dict[str, Any]:

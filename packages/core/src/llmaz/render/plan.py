@@ -23,6 +23,7 @@ from llmaz.api.inference import DEFAULT_BACKEND
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingProblem
 from llmaz.plugins.backend import Backend
 from llmaz.render.common import LWS_API_VERSION
+from llmaz.render.dra import DraSettings, render_dra
 from llmaz.render.playground import render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
 
@@ -103,6 +104,7 @@ def _plan_service(
     *,
     model_loader_image: str,
     scheduler_name: str | None,
+    dra: DraSettings | None,
 ) -> Plan:
     rendered = render_service(
         service,
@@ -111,7 +113,11 @@ def _plan_service(
         model_loader_image=model_loader_image,
         scheduler_name=scheduler_name,
     )
-    return Plan(objects=rendered.objects, prune_kinds=SERVICE_CHILD_KINDS, flavor=rendered.flavor)
+    # DRA mode (a flavor with DEVICE-CLASS, or dra.enabled) swaps GPU limits for a ResourceClaim;
+    # the claim template kind is always pruned so leaving DRA mode deletes it.
+    rendered = render_dra(rendered, service, models, dra, backend=backend)
+    kinds = (*SERVICE_CHILD_KINDS, *(k for k in rendered.prune_kinds if k not in SERVICE_CHILD_KINDS))
+    return Plan(objects=rendered.objects, prune_kinds=kinds, flavor=rendered.flavor)
 
 
 def plan(
@@ -125,6 +131,7 @@ def plan(
     scheduler_name: str | None = None,
     flavor: str | None = None,
     backend: Backend | None = None,
+    dra: DraSettings | None = None,
 ) -> Plan:
     """The direct children of ``obj``: for a Playground its inference Service and autoscaler
     objects, for an inference Service its LeaderWorkerSet and ``<name>-lb`` Service.
@@ -137,6 +144,8 @@ def plan(
         the plugins' BackendRuntimes itself, so the cluster is the only truth.
     :param flavor: the claimed flavor to use (flavor fallback); default the first claimed.
     :param backend: for an inference Service, the backend plugin serving it (port fallback).
+    :param dra: Dynamic Resource Allocation settings (operator config); ``None`` uses DRA only for
+        flavors that name a device class.
     :raises RenderError: a typed subclass naming the field at fault.
     """
     if isinstance(obj, Playground):
@@ -144,7 +153,12 @@ def plan(
             obj, models, runtimes or {}, plugins, plugin_runtimes=plugin_runtimes, flavor=flavor
         )
     return _plan_service(
-        obj, models, backend, model_loader_image=model_loader_image, scheduler_name=scheduler_name
+        obj,
+        models,
+        backend,
+        model_loader_image=model_loader_image,
+        scheduler_name=scheduler_name,
+        dra=dra,
     )
 
 

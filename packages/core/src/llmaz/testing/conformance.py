@@ -222,6 +222,23 @@ class BackendConformanceTests:
             uses_draft = "DraftModelPath" in _variables(config.args or [])
             assert uses_draft == (name == SPECULATIVE_CONFIG), f"config {name}: DraftModelPath misuse"
 
+    def test_device_count_entrypoint(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
+        """DRA mode: with a parallelism flag, the default config's command can be wrapped and the
+        wrapper passes the flag exactly once, after the engine's own args."""
+        command = backend.command()
+        args = list(configs[DEFAULT_CONFIG].args or [])
+        wrapped = backend.device_count_entrypoint(command, args)
+        if backend.parallelism_flag is None:
+            assert wrapped is None, "a wrapper without a parallelism_flag"
+            return
+        assert command, "parallelism_flag needs command(): the image's entrypoint cannot be wrapped"
+        assert wrapped is not None
+        new_command, new_args = wrapped
+        assert new_command[:2] == ["/bin/sh", "-c"]
+        assert new_args[: len(command)] == command
+        assert backend.parallelism_flag not in new_args
+        assert f'"$@" {backend.parallelism_flag} "$n"' in new_command[2]
+
     def test_multi_host_recipe(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
         recipe = backend.multi_host_recipe()
         assert (recipe is not None) == backend.supports_multi_host

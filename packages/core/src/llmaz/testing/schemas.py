@@ -47,6 +47,7 @@ _BUILTIN = {
     ("v1", "ConfigMap"): "io.k8s.api.core.v1.ConfigMap",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
     ("apps/v1", "Deployment"): "io.k8s.api.apps.v1.Deployment",
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): "io.k8s.api.resource.v1.ResourceClaimTemplate",
 }
 
 
