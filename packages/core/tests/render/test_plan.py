@@ -66,7 +66,12 @@ def test_service_plan_is_lws_and_lb_and_tree_follows_the_playground(plugins: Plu
     service = Service.from_manifest(tree[0])
     children = plan(service, {"qwen": MODEL})
     assert [o["kind"] for o in children.objects] == ["LeaderWorkerSet", "Service"]
-    assert children.prune_kinds == (("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("v1", "Service"))
+    # The claim template kind is pruned too, so a workload leaving DRA mode loses its claim template.
+    assert children.prune_kinds == (
+        ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"),
+        ("v1", "Service"),
+        ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+    )
 
 
 def _runner_args(
