@@ -22,10 +22,12 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 def _packages() -> list[str]:
-    """Workspace packages that have tests, discovered so a new backend needs no edit here."""
+    """Test roots (workspace packages and tools/), discovered so a new backend needs no edit here."""
     found = [ROOT / "packages" / "core"]
     for group in ("backends", "autoscaling"):
         found += sorted(p.parent for p in (ROOT / "packages" / group).glob("*/pyproject.toml"))
+    # tools/tests: the Go tool build's file-handling steps on fake module trees (no Go build needed)
+    found.append(ROOT / "tools")
     return [str(p.relative_to(ROOT)) for p in found if (p / "tests").is_dir()]
 
 
