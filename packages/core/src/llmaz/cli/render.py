@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from llmaz.api import KINDS, kind_for
 from llmaz.render import (
     DEFAULT_MODEL_LOADER_IMAGE,
     InvalidManifest,
@@ -52,21 +53,55 @@ class _InputError(Exception):
         super().__init__(f"{source}: {message}")
 
 
+def _yaml_error(name: str, exc: yaml.YAMLError) -> _InputError:
+    """``<file>:<line>:<column>: invalid YAML: <problem>``, never PyYAML's ``"<unicode string>"``."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
+        return _InputError(f"{name}:{mark.line + 1}:{mark.column + 1}", f"invalid YAML: {problem}")
+    return _InputError(name, f"invalid YAML: {exc}")
+
+
+def _llmaz_groups() -> set[str]:
+    return {cls.api_version_string().split("/")[0] for cls in KINDS}
+
+
 def load_documents(source: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
-    """Documents of one file (``-`` = stdin) as ``(source, document)`` pairs."""
+    """Documents of one file (``-`` = stdin) as ``(source, document)`` pairs.
+
+    :raises _InputError: the file cannot be read, is not YAML, holds no document, holds a document
+        with a kind of an llmaz API group that does not exist (a typo), or holds no llmaz kind at all.
+        Documents of other APIs next to llmaz ones (a Gateway in an example) are skipped.
+    """
     name = "<stdin>" if source == "-" else source
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         raise _InputError(name, exc.strerror or str(exc)) from None
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
-        raise _InputError(name, f"invalid YAML: {exc}") from None
-    for doc in docs:
-        if doc is not None and not isinstance(doc, dict):
-            raise _InputError(name, f"a document is a {type(doc).__name__}, not a mapping")
-        yield name, doc
+        raise _yaml_error(name, exc) from None
+    if not docs:
+        raise _InputError(name, "no manifests in this input")
+    foreign: list[str] = []
+    for number, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict):
+            raise _InputError(name, f"document {number} is a {type(doc).__name__}, not a mapping")
+        api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+        if kind_for(api_version, kind) is None:
+            if api_version.split("/")[0] in _llmaz_groups() or not kind:
+                raise _InputError(name, f"document {number}: {_not_llmaz(api_version, kind)}")
+            foreign.append(f"document {number}: {_not_llmaz(api_version, kind)}")
+    if len(foreign) == len(docs):
+        raise _InputError(name, "; ".join(foreign))
+    yield from ((name, doc) for doc in docs)
+
+
+def _not_llmaz(api_version: str, kind: str) -> str:
+    known = ", ".join(f"{cls.api_version_string()} {cls.kind_name()}" for cls in KINDS)
+    what = f"{api_version or '(no apiVersion)'} {kind or '(no kind)'}"
+    return f"{what} is not an llmaz kind (llmaz renders {known})"
 
 
 def _plugins() -> PluginSource:

@@ -10,7 +10,13 @@ from pydantic import ValidationError
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
-from llmaz.render.errors import InvalidManifest, RenderError, RenderErrors
+from llmaz.render.errors import (
+    BackendRuntimeNotFound,
+    InvalidManifest,
+    RenderError,
+    RenderErrors,
+    known_names,
+)
 from llmaz.render.playground import render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
 
@@ -19,6 +25,9 @@ class PluginSource(Protocol):
     """What :func:`render_manifests` needs from a ``PluginManager``."""
 
     def get_backend(self, name: str) -> Backend | None: ...
+
+    @property
+    def backends(self) -> Mapping[str, Backend]: ...
 
     @property
     def autoscalers(self) -> Mapping[str, Autoscaler]: ...
@@ -120,7 +129,15 @@ def render_manifests(
                 runtime = runtimes.get(backend_name)
                 if runtime is None and backend is not None:
                     runtime = backend.backend_runtime()
-                rendered = render_playground(obj, models, runtime, backend=backend, autoscalers=autoscalers)
+                try:
+                    rendered = render_playground(
+                        obj, models, runtime, backend=backend, autoscalers=autoscalers
+                    )
+                except BackendRuntimeNotFound as err:
+                    installed = plugins.backends if plugins is not None else {}
+                    err.reason += f"; {known_names('backends', [*runtimes, *installed])}"
+                    err.reason += "" if plugins is not None else " (plugins were not consulted)"
+                    raise
                 service_doc, *rest = rendered.objects
                 service = Service.from_manifest(service_doc)
                 children = render_service(

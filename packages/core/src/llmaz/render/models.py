@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmaz.api import Flavor, ModelClaim, ModelClaims, ModelRef, OpenModel
-from llmaz.render.errors import InvalidModelClaims, ModelNotFound
+from llmaz.render.errors import InvalidModelClaims, ModelNotFound, known_names
 from llmaz.render.flavors import claimed_flavors
 from llmaz.render.sources import ModelSource, resolve_source
 
@@ -80,7 +80,7 @@ def resolve_claims(
     for index, (ref, field) in enumerate(ordered):
         model = available.get(ref.name)
         if model is None:
-            raise ModelNotFound(field, f"OpenModel {ref.name!r} not found")
+            raise ModelNotFound(field, f"OpenModel {ref.name!r} not found; {known_names('OpenModels', available)}")
         sources.append(resolve_source(model, index, field=field))
     flavors, _ = claimed_flavors(sources[0].model, explicit, field=flavors_field)
     return Claimed(
