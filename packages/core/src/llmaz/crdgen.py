@@ -33,9 +33,8 @@ import yaml
 
 from llmaz.api import KINDS, Resource
 from llmaz.api._base import RULE_ID_KEY, CelRule
-from llmaz.api.k8s import K8S_BOUNDS_KEY, K8S_SCHEMA_KEY
-
-Schema = dict[str, Any]
+from llmaz.api.k8s import K8S_SCHEMA_KEY
+from llmaz.api.schema import SCHEMA_KEYWORDS, Schema, root_schema
 
 CHART_DIR = Path("charts/llmaz/charts/crds")
 PACKAGE_CRDS_DIR = Path("packages/core/src/llmaz/_crds")
@@ -50,45 +49,6 @@ QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
-# Keywords a CRD's JSONSchemaProps accepts (vendor extensions are handled separately).
-_SCHEMA_KEYWORDS = frozenset(
-    {
-        "type",
-        "format",
-        "description",
-        "properties",
-        "items",
-        "additionalProperties",
-        "required",
-        "enum",
-        "default",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "minItems",
-        "maxItems",
-        "uniqueItems",
-        "minProperties",
-        "maxProperties",
-        "multipleOf",
-        "nullable",
-        "anyOf",
-        "allOf",
-        "oneOf",
-        "not",
-        "x-kubernetes-int-or-string",
-        "x-kubernetes-preserve-unknown-fields",
-        "x-kubernetes-embedded-resource",
-        "x-kubernetes-list-type",
-        "x-kubernetes-list-map-keys",
-        "x-kubernetes-map-type",
-        "x-kubernetes-validations",
-    }
-)
 _PRIVATE_KEYS = (K8S_SCHEMA_KEY, RULE_ID_KEY)
 
 
@@ -158,7 +118,7 @@ class KubernetesOpenAPI:
             return ref
         out: Schema = {}
         for key, value in node.items():
-            if key in ("description", "enum") or key not in _SCHEMA_KEYWORDS:
+            if key in ("description", "enum") or key not in SCHEMA_KEYWORDS:
                 continue  # descriptions inside embedded types are dropped to keep the CRDs small
             if key == "properties":
                 out[key] = {prop: self._node(sub, stack) for prop, sub in value.items()}
@@ -221,109 +181,10 @@ def _default_openapi() -> KubernetesOpenAPI:
     return KubernetesOpenAPI.load()
 
 
-# --------------------------------------------------------------------------------------------------
-# pydantic JSON schema -> structural OpenAPI v3
-
-
-def _apply_bounds(schema: Schema, bounds: dict[str, Schema]) -> None:
-    for dotted, keywords in bounds.items():
-        node = schema
-        for part in dotted.split("."):
-            while node.get("type") == "array":
-                node = node["items"]
-            node = node["properties"][part]
-        node.update(keywords)
-
-
-def _without_nulls(value: Any) -> Any:
-    """A model default as JSON without its unset (None) fields: a null is not a valid value of a
-    structural schema node, and an unset field is simply absent."""
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return copy.deepcopy(value)
-
-
-class _ModelConverter:
-    def __init__(self, defs: dict[str, Schema], openapi: KubernetesOpenAPI) -> None:
-        self.defs = defs
-        self.openapi = openapi
-
-    def convert(self, node: Schema, stack: tuple[str, ...] = ()) -> Schema:
-        node = dict(node)
-        siblings: Schema = {}
-        if "$ref" in node:
-            name = str(node.pop("$ref")).rsplit("/", 1)[-1]
-            if name in stack:
-                raise ValueError(f"recursive model {name} cannot be expressed in a structural schema")
-            siblings = node
-            node = dict(self.defs[name])
-            stack = (*stack, name)
-        elif "anyOf" in node and any(branch.get("type") == "null" for branch in node["anyOf"]):
-            branches = [branch for branch in node.pop("anyOf") if branch.get("type") != "null"]
-            if len(branches) != 1:
-                raise ValueError(f"unsupported union in model schema: {branches}")
-            return self.convert({**branches[0], **node}, stack)
-        if K8S_SCHEMA_KEY in node:
-            definition = str(node[K8S_SCHEMA_KEY])
-            out = self.openapi.schema(definition)
-            bounds = {**node.get(K8S_BOUNDS_KEY, {}), **siblings.get(K8S_BOUNDS_KEY, {})}
-            if bounds:
-                _apply_bounds(out, bounds)
-            out[K8S_SCHEMA_KEY] = definition
-            for key in ("description", "default"):
-                value = siblings.get(key, node.get(key))
-                if value is not None:
-                    out[key] = value
-            return out
-        merged = {**node, **{k: v for k, v in siblings.items() if k != K8S_BOUNDS_KEY}}
-        out = {}
-        for key, value in merged.items():
-            if key in ("title", "$defs", K8S_BOUNDS_KEY) or (key == "default" and value is None):
-                continue
-            if key == "additionalProperties" and not isinstance(value, dict):
-                continue  # pydantic's `false` (extra="forbid"): pruning does this in a CRD
-            if key == "properties":
-                out[key] = {prop: self.convert(sub, stack) for prop, sub in value.items()}
-            elif key in ("items", "additionalProperties"):
-                out[key] = self.convert(value, stack)
-            elif key in ("exclusiveMinimum", "exclusiveMaximum") and not isinstance(value, bool):
-                out["minimum" if key == "exclusiveMinimum" else "maximum"] = value
-                out[key] = True
-            elif key == "default":
-                out[key] = _without_nulls(value)
-            elif key in _SCHEMA_KEYWORDS:
-                out[key] = copy.deepcopy(value)
-            else:
-                raise ValueError(f"unsupported JSON-schema keyword {key!r} in the models")
-        if "properties" in out:
-            out.setdefault("type", "object")
-        if "type" not in out and "enum" in out:
-            out["type"] = "string"
-        return out
-
-
-def _root_schema(kind: type[Resource], openapi: KubernetesOpenAPI) -> Schema:
-    raw = kind.model_json_schema(by_alias=True, mode="validation")
-    converted = _ModelConverter(raw.get("$defs", {}), openapi).convert(raw)
-    props = converted["properties"]
-    props["apiVersion"] = {
-        "type": "string",
-        "description": "APIVersion of this representation of the object.",
-    }
-    props["kind"] = {"type": "string", "description": "Kind of the object, in CamelCase."}
-    # Only name (and generateName) may be described at the root; declaring name lets CEL rules
-    # report their errors at metadata.name instead of at the object root.
-    props["metadata"] = {"type": "object", "properties": {"name": {"type": "string"}}}
-    converted["required"] = ["spec"]
-    return converted
-
-
 def internal_schema(kind: type[Resource], openapi: KubernetesOpenAPI | None = None) -> Schema:
     """The openAPIV3Schema of a kind, still carrying the private ``x-llmaz-*`` keys (rule ids,
     embedded definition names). For tests and docs; the CRDs carry :func:`strip_private`."""
-    return _root_schema(kind, openapi or _default_openapi())
+    return root_schema(kind, openapi or _default_openapi())
 
 
 def strip_private(node: Any) -> Any:
@@ -682,8 +543,10 @@ else:
 
 The models check each field (types, enums, bounds, unknown fields). Rules across fields, such as
 *exactly one of modelClaim or modelClaims*, are the CEL rules listed on each kind's page: the API
-server enforces them, and `llmaz.testing.cel.validate_manifest` evaluates them offline (it needs the
-`cel-python` package of the `test` dependency group).
+server enforces them, and the SDK evaluates them offline too: `OpenModel.new(...)`,
+`from_manifest` and `parse_manifest` raise the same `ValidationError` for a broken rule (located at
+the field the API server names, with its message), and `llmaz.api.validation.validate_manifest`
+lists every failed rule of a manifest.
 """
 """The SDK section of the API reference index (its example is executed by the unit tests)."""
 

@@ -113,7 +113,6 @@ def test_render_reports_unreadable_files(tmp_path: Path) -> None:
     assert "nope.yaml" in err
 
 
-
 def test_render_names_file_and_line_of_a_yaml_syntax_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
     broken.write_text("apiVersion: llmaz.io/v1alpha1\nkind: OpenModel\nmetadata:\n  name: [a\n")
@@ -179,3 +178,18 @@ def test_render_without_plugins_needs_runtimes_in_the_files() -> None:
     code, _, err = run("--no-plugins", "-f", str(EXAMPLES / "huggingface" / "playground.yaml"))
     assert code == 1
     assert "BackendRuntime 'vllm' not found; there are no backends (plugins were not consulted)" in err
+
+
+def test_render_refuses_what_the_api_server_would_refuse(tmp_path: Path) -> None:
+    # The CRD's CEL rules run offline too: an object the API server would refuse never renders.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        (EXAMPLES / "huggingface" / "playground.yaml").read_text().split("\n---\n")[0]
+        + "\n---\napiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: Bad_PG}\n"
+        "spec:\n  modelClaim: {modelName: opt-125m}\n"
+    )
+    code, out, err = run("-f", str(bad))
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"{bad}: Playground/Bad_PG: metadata.name: metadata.name must be a DNS-1123 label")
+    assert err.strip().endswith("(got Bad_PG)")

@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from render_helpers import StandInAutoscaler, StandInBackend
 
 from llmaz.api import Service as ApiService
+from llmaz.api.validation import CelValidator
 from llmaz.cli.render import dump_yaml_stream
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import RenderError, render_manifests
-from llmaz.testing.cel import CelValidator
 from llmaz.testing.schemas import validate_object, validator_for
 
 

@@ -218,20 +218,39 @@ class Resource(ApiModel):
 
     @classmethod
     def new(cls, name: str, *, namespace: str | None = None, **fields: Any) -> Self:
-        """Build an object in code: ``Playground.new("qwen", spec=PlaygroundSpec(...))``."""
+        """Build an object in code: ``Playground.new("qwen", spec=PlaygroundSpec(...))``.
+
+        :raises pydantic.ValidationError: what the API server would refuse: the schema, and the CRD's
+            CEL rules (a DNS-label name, min <= max replicas...), each at the field it names.
+        """
         meta = ObjectMeta(name=name, namespace=namespace) if namespace else ObjectMeta(name=name)
-        return cls(api_version=cls.api_version_string(), kind=cls.kind_name(), metadata=meta, **fields)
+        obj = cls(api_version=cls.api_version_string(), kind=cls.kind_name(), metadata=meta, **fields)
+        obj.check_rules()
+        return obj
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any]) -> Self:
-        """Parse one manifest dict (as loaded from YAML/JSON) into a typed object."""
+        """Parse one manifest dict (as loaded from YAML/JSON) into a typed object.
+
+        :raises ValueError: the manifest is of another apiVersion/kind.
+        :raises pydantic.ValidationError: what the API server would refuse (schema and CEL rules).
+        """
         api_version, kind = data.get("apiVersion"), data.get("kind")
         if api_version != cls.api_version_string() or kind != cls.kind_name():
             raise ValueError(
                 f"expected apiVersion {cls.api_version_string()} kind {cls.kind_name()}, "
                 f"got apiVersion {api_version} kind {kind}"
             )
-        return cls.model_validate(data)
+        obj = cls.model_validate(data)
+        obj.check_rules()
+        return obj
+
+    def check_rules(self) -> None:
+        """Evaluate the CRD's CEL rules offline; :class:`pydantic.ValidationError` on the first failure
+        set, with the API server's field path and message for each failed rule."""
+        from llmaz.api.validation import check_rules
+
+        check_rules(self)
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest dict: camelCase, only fields that were set (defaults stay implicit)."""

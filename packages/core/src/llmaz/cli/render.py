@@ -90,7 +90,7 @@ def load_documents(source: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
             raise _InputError(name, f"document {number} is a {type(doc).__name__}, not a mapping")
         api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         if kind_for(api_version, kind) is None:
-            if api_version.split("/")[0] in _llmaz_groups() or not kind:
+            if api_version.split("/", maxsplit=1)[0] in _llmaz_groups() or not kind:
                 raise _InputError(name, f"document {number}: {_not_llmaz(api_version, kind)}")
             foreign.append(f"document {number}: {_not_llmaz(api_version, kind)}")
     if len(foreign) == len(docs):

@@ -80,7 +80,9 @@ def resolve_claims(
     for index, (ref, field) in enumerate(ordered):
         model = available.get(ref.name)
         if model is None:
-            raise ModelNotFound(field, f"OpenModel {ref.name!r} not found; {known_names('OpenModels', available)}")
+            raise ModelNotFound(
+                field, f"OpenModel {ref.name!r} not found; {known_names('OpenModels', available)}"
+            )
         sources.append(resolve_source(model, index, field=field))
     flavors, _ = claimed_flavors(sources[0].model, explicit, field=flavors_field)
     return Claimed(

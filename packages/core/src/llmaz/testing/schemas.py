@@ -203,7 +203,7 @@ def validate_object(obj: dict[str, Any]) -> list[str]:
     if model is not None:
         from pydantic import ValidationError
 
-        from llmaz.testing.cel import validate_manifest
+        from llmaz.api.validation import validate_manifest
 
         try:
             model.from_manifest(obj)
