@@ -25,7 +25,7 @@ from kubernetes.client.rest import ApiException
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource
 from llmaz.api.validation import validate_manifest
 from llmaz.cli.crds import crds_yaml
-from llmaz.testing.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane
 
 KINDS: tuple[type[Resource], ...] = (OpenModel, Playground, BackendRuntime)
 NAMESPACE = "default"

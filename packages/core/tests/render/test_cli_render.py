@@ -8,9 +8,9 @@ import yaml
 from render_helpers import EXAMPLES
 from typer.testing import CliRunner
 
-from llmaz.cli import _register, app
+from llmaz.cli import app, mount
 
-_register()
+mount()
 
 
 def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:

@@ -18,7 +18,7 @@ from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import RenderError, render_manifests
-from llmaz.testing.schemas import validate_object, validator_for
+from llmaz_devkit.schemas import validate_object, validator_for
 
 
 class Plugins:

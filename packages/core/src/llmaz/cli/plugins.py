@@ -1,25 +1,16 @@
-"""``llmaz plugins ...`` and ``llmaz backends ...``; also attaches plugin-provided command groups.
-
-Plugins may add a command group through the entry-point group ``llmaz.cli`` (name = group name,
-value = a :class:`typer.Typer`), e.g. ``llmaz karpenter``. ``LLMAZ_DISABLED_PLUGINS`` and
-``LLMAZ_DISABLE_PLUGIN_AUTOLOAD`` apply to them as to the plugins themselves.
-"""
+"""``llmaz plugins ...`` and ``llmaz backends ...``: what is installed."""
 
 from __future__ import annotations
 
 import json
-import os
-from importlib import metadata
 from typing import Annotated
 
 import typer
 import yaml
 
+from llmaz.cli.catalog import hooks_markdown, supported_engines_markdown
 from llmaz.plugins import PluginManager
-from llmaz.plugins.catalog import hooks_markdown, supported_engines_markdown
-from llmaz.plugins.manager import ENV_DISABLED, ENV_NO_AUTOLOAD, parse_name_list
-
-CLI_ENTRY_POINT_GROUP = "llmaz.cli"
+from llmaz.plugins.registry import CommandRegistry
 
 
 class _BlockDumper(yaml.SafeDumper):
@@ -57,7 +48,7 @@ def list_plugins(
             "version": p.version or "-",
             "origin": p.origin,
             "status": p.status,
-            "provides": ", ".join([*p.backends, *p.autoscalers]) or "-",
+            "provides": ", ".join([*p.backends, *p.autoscalers, *(f"llmaz {c}" for c in p.commands)]) or "-",
         }
         for p in manager.plugins
     ]
@@ -124,35 +115,6 @@ def backends_table(
     typer.echo(supported_engines_markdown(PluginManager.from_environment(), builtin_only=builtin), nl=False)
 
 
-def _plugin_command_groups() -> list[tuple[str, typer.Typer]]:
-    if os.environ.get(ENV_NO_AUTOLOAD, "").strip().lower() in {"1", "true", "yes", "on"}:
-        return []
-    disabled = parse_name_list(os.environ.get(ENV_DISABLED))
-    groups: list[tuple[str, typer.Typer]] = []
-    for ep in sorted(metadata.entry_points(group=CLI_ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if ep.name in disabled:
-            continue
-        try:
-            sub = ep.load()
-        except Exception as exc:  # a broken plugin never breaks the CLI
-            typer.echo(f"warning: command group {ep.name!r} from {ep.value} failed to load: {exc}", err=True)
-            continue
-        if isinstance(sub, typer.Typer):
-            groups.append((ep.name, sub))
-        else:
-            typer.echo(f"warning: command group {ep.name!r} ({ep.value}) is not a typer.Typer", err=True)
-    return groups
-
-
-_registered: set[int] = set()
-
-
-def register(app: typer.Typer) -> None:
-    """Attach ``plugins``, ``backends`` and every plugin command group to ``app`` (idempotent)."""
-    if id(app) in _registered:
-        return
-    _registered.add(id(app))
-    app.add_typer(plugins_app)
-    app.add_typer(backends_app)
-    for name, sub in _plugin_command_groups():
-        app.add_typer(sub, name=name)
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("plugins", plugins_app)
+    register.add("backends", backends_app)

@@ -15,6 +15,7 @@ import typer
 import yaml
 
 from llmaz.api import KINDS, kind_for
+from llmaz.plugins.registry import CommandRegistry
 from llmaz.render import (
     DEFAULT_MODEL_LOADER_IMAGE,
     InvalidManifest,
@@ -159,3 +160,7 @@ def _source_of(sourced: list[tuple[str, dict[str, Any] | None]], err: RenderErro
         if doc.get("kind") == err.kind and name == err.name:
             return source
     return sourced[0][0] if len(sourced) == 1 or all(s == sourced[0][0] for s, _ in sourced) else "<input>"
+
+
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("render", render)

@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from llmaz_devkit.repo import repo_root
+
 __all__ = [
     "LWS_VERSIONS",
     "SchemaUnavailable",
@@ -58,14 +60,6 @@ def _cache_root() -> Path:
     return Path(os.environ.get("GO_TOOLS_CACHE", Path.home() / ".cache" / "llmaz" / "go-tools"))
 
 
-def _repo_root() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tools" / "k8s-openapi.sh").exists():
-            return parent
-    raise SchemaUnavailable("tools/k8s-openapi.sh not found above " + str(here))
-
-
 def k8s_openapi_path() -> Path:
     """Path of the Kubernetes swagger.json of the pinned version (fetched on first use)."""
     env = os.environ.get("LLMAZ_K8S_OPENAPI")
@@ -73,7 +67,7 @@ def k8s_openapi_path() -> Path:
         return Path(env)
     try:
         out = subprocess.run(
-            ["bash", str(_repo_root() / "tools" / "k8s-openapi.sh")],
+            ["bash", str(repo_root() / "tools" / "k8s-openapi.sh")],
             check=True,
             capture_output=True,
             text=True,

@@ -1,6 +1,6 @@
 """``llmaz demo``: a real control plane with fake GPU nodes, serving the example models.
 
-Boots tier B of :mod:`llmaz.testing.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
+Boots tier B of :mod:`llmaz_devkit.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
 KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz CRDs, applies example
 OpenModels and Playgrounds for several backends and flavors, then applies the workloads llmaz
 renders for them and shows them being scheduled by flavor and becoming Available. KWOK pods are
@@ -29,7 +29,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from llmaz.testing.cluster import (
+from llmaz_devkit.cluster import (
     DEFAULT_NODE_POOLS,
     POOL_LABEL,
     STATE_FILE,
@@ -162,7 +162,7 @@ def describe(docs: Sequence[Mapping[str, Any]]) -> dict[str, Workload]:
 
 
 class Cluster:
-    """kubectl (the shared :class:`~llmaz.testing.cluster.Kubectl` runner) against either our
+    """kubectl (the shared :class:`~llmaz_devkit.cluster.Kubectl` runner) against either our
     control plane or an existing cluster, plus the few object operations the demo needs."""
 
     def __init__(self, kubectl: Path, kubeconfig: Path, namespace: str) -> None:
