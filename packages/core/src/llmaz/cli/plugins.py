@@ -25,6 +25,12 @@ def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
 _BlockDumper.add_representer(str, _str_representer)
 
 
+NO_BACKEND_HINT = (
+    "no backend plugin is installed: install one, e.g. `pip install llmaz-backend-<engine>` "
+    "(see `llmaz backends table` on a full install, or the supported-engines docs page)"
+)
+
+
 def dump_yaml(obj: object) -> str:
     return yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False)
 
@@ -87,6 +93,8 @@ def show_backend(
     if backend is None:
         known = ", ".join(sorted(manager.backends)) or "none"
         typer.echo(f"error: no backend {name!r} (installed: {known})", err=True)
+        if not manager.backends:
+            typer.echo(f"  {NO_BACKEND_HINT}", err=True)
         for info in manager.plugins:
             if info.name == name and info.status != "loaded":
                 typer.echo(
@@ -102,6 +110,8 @@ def show_backend(
 def list_backends() -> None:
     """List backend names with their default image."""
     manager = PluginManager.from_environment()
+    if not manager.backends:
+        typer.echo(NO_BACKEND_HINT, err=True)
     for name in sorted(manager.backends):
         b = manager.backends[name]
         typer.echo(f"{name}\t{b.image}:{b.version}")

@@ -108,9 +108,13 @@ def _not_llmaz(api_version: str, kind: str) -> str:
 def _plugins() -> PluginSource:
     from llmaz.plugins.manager import PluginManager
 
+    from llmaz.cli.plugins import NO_BACKEND_HINT
+
     manager = PluginManager.from_environment()
     for error in manager.errors:
         typer.echo(f"warning: {error}", err=True)
+    if not manager.backends:
+        typer.echo(f"note: {NO_BACKEND_HINT}", err=True)
     return manager
 
 
