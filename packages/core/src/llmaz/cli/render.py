@@ -106,9 +106,8 @@ def _not_llmaz(api_version: str, kind: str) -> str:
 
 
 def _plugins() -> PluginSource:
-    from llmaz.plugins.manager import PluginManager
-
     from llmaz.cli.plugins import NO_BACKEND_HINT
+    from llmaz.plugins.manager import PluginManager
 
     manager = PluginManager.from_environment()
     for error in manager.errors:
