@@ -197,7 +197,7 @@ def test_kind_metadata() -> None:
     assert OpenModel.scale is None
 
 
-API_INDEX = Path(__file__).resolve().parents[4] / "docs" / "reference" / "api" / "index.md"
+API_INDEX = Path(__file__).resolve().parents[4] / "docs" / "reference" / "sdk.md"
 
 
 def test_documented_sdk_example_runs(capsys: pytest.CaptureFixture[str]) -> None:

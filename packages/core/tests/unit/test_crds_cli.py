@@ -7,7 +7,7 @@ import shutil
 import yaml
 from typer.testing import CliRunner
 
-from llmaz import crdgen
+from llmaz_devkit import crdgen
 from llmaz.cli import app, mount
 from llmaz.cli.crds import CRD_FILES, crds_yaml
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmaz.api import HPATrigger, Playground
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.plugins import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 
 HPA_API_VERSION = "autoscaling/v2"
@@ -81,7 +82,7 @@ def build_hpa(
     """The HPA manifest (owner references are the caller's job)."""
     metadata: dict[str, Any] = {
         "name": playground.name,
-        "labels": {"app.kubernetes.io/managed-by": "llmaz", "llmaz.io/playground": playground.name},
+        "labels": {MANAGED_BY: MANAGER, "llmaz.io/playground": playground.name},
     }
     if playground.metadata.namespace:
         metadata["namespace"] = playground.metadata.namespace

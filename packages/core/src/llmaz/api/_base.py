@@ -12,6 +12,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from llmaz.api.conventions import DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN
+
 RULE_ID_KEY = "x-llmaz-rule-id"
 """Private JSON-schema key naming a CEL rule; ``llmaz.crdgen`` strips it from the written CRDs."""
 
@@ -147,12 +149,11 @@ class Condition(ApiModel):
 Scope = Literal["Namespaced", "Cluster"]
 
 
-DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-
 NAME_IS_DNS_LABEL = CelRule(
     id="metadata-name-dns-label",
     rule=(
-        "!has(self.metadata.name) || (size(self.metadata.name) <= 63 && "
+        "!has(self.metadata.name) || (size(self.metadata.name) <= "
+        f"{DNS_LABEL_MAX_LENGTH} && "
         f"self.metadata.name.matches('{DNS_LABEL_PATTERN}'))"
     ),
     message=(

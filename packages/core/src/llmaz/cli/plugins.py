@@ -6,24 +6,11 @@ import json
 from typing import Annotated
 
 import typer
-import yaml
 
+from llmaz import yamlfmt
 from llmaz.cli.catalog import hooks_markdown, supported_engines_markdown
 from llmaz.plugins import PluginManager
 from llmaz.plugins.registry import CommandRegistry
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Prints multi-line strings (shell scripts) as literal blocks."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_BlockDumper.add_representer(str, _str_representer)
-
 
 NO_BACKEND_HINT = (
     "no backend plugin is installed: install one, e.g. `pip install llmaz-backend-<engine>` "
@@ -32,7 +19,7 @@ NO_BACKEND_HINT = (
 
 
 def dump_yaml(obj: object) -> str:
-    return yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False)
+    return yamlfmt.dump(obj)
 
 
 plugins_app = typer.Typer(name="plugins", help="Installed llmaz plugins.", no_args_is_help=True)

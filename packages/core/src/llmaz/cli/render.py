@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from llmaz import yamlfmt
 from llmaz.api import KINDS, kind_for
 from llmaz.plugins.registry import CommandRegistry
 from llmaz.render import (
@@ -28,25 +29,9 @@ from llmaz.render import (
 __all__ = ["dump_yaml_stream", "load_documents", "render"]
 
 
-class _NoAliasDumper(yaml.SafeDumper):
-    """Plain YAML: never ``&id001`` anchors, whatever objects share."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    if "\n" in data:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_NoAliasDumper.add_representer(str, _str_presenter)
-
-
 def dump_yaml_stream(objects: list[dict[str, Any]]) -> str:
     """A ``---``-separated YAML stream, keys in render order."""
-    return yaml.dump_all(objects, Dumper=_NoAliasDumper, sort_keys=False, explicit_start=True)
+    return yamlfmt.dump_all(objects)
 
 
 class _InputError(Exception):

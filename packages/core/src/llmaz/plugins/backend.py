@@ -15,6 +15,18 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmaz.api import BackendRuntime, EnvVar, RecommendedConfig
+from llmaz.api.conventions import (
+    DEFAULT_CONFIG,
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    KNOWN_VARIABLES,
+    MANAGED_BY,
+    MANAGER,
+    MODEL_NAME,
+    MULTI_HOST_CONFIG,
+    PLACEHOLDER,
+    SPECULATIVE_CONFIG,
+    placeholder,
+)
 
 __all__ = [
     "BACKEND_RUNTIME_LABELS",
@@ -30,33 +42,15 @@ __all__ = [
     "placeholder",
 ]
 
-DEFAULT_CONFIG = "default"
-SPECULATIVE_CONFIG = "speculative-decoding"
-MULTI_HOST_CONFIG = "multi-host"
-
-PLACEHOLDER = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
-"""A llmaz args placeholder such as ``{{ .ModelPath }}`` (spaces optional, leading dot mandatory)."""
-
-KNOWN_VARIABLES: frozenset[str] = frozenset({"ModelPath", "ModelName", "DraftModelPath", "TP", "PP"})
-"""Variables the render layer fills: model path/name, draft model path, and flavor parallelism."""
-
 LWS_ENV: frozenset[str] = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
 """Environment variables LeaderWorkerSet sets in every pod of a group (used as ``$(NAME)``)."""
-
-DEFAULT_GRACE_PERIOD_SECONDS = 130
-"""terminationGracePeriodSeconds of serving pods; a preStop drain must finish well before it."""
 
 BACKEND_RUNTIME_LABELS: dict[str, str] = {
     "app.kubernetes.io/name": "backendruntime",
     "app.kubernetes.io/part-of": "llmaz",
-    "app.kubernetes.io/managed-by": "llmaz",
+    MANAGED_BY: MANAGER,
 }
 """Labels on every BackendRuntime produced from a plugin."""
-
-
-def placeholder(variable: str) -> str:
-    """The canonical spelling of a placeholder: ``placeholder("ModelPath") == "{{ .ModelPath }}"``."""
-    return "{{ ." + variable + " }}"
 
 
 class MultiHostRecipe(BaseModel):
@@ -151,7 +145,7 @@ class Backend(ABC):
         """The args that set the OpenAI model id to the OpenModel name (empty when unsupported)."""
         if self.model_name_flag is None:
             return []
-        return [self.model_name_flag, placeholder("ModelName")]
+        return [self.model_name_flag, placeholder(MODEL_NAME)]
 
     def multi_host_recipe(self) -> MultiHostRecipe | None:
         """How to run one replica over several pods, or ``None`` when unsupported."""

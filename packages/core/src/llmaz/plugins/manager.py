@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 import pluggy
 
+from llmaz.api.conventions import is_dns_label
 from llmaz.plugins import hookspecs
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import DEFAULT_CONFIG, Backend
@@ -66,7 +67,6 @@ ENV_DISABLED = "LLMAZ_DISABLED_PLUGINS"
 ENV_NO_AUTOLOAD = "LLMAZ_DISABLE_PLUGIN_AUTOLOAD"
 ENV_TRACE = "LLMAZ_TRACE_PLUGINS"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _CONSTRAINT = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 
 _KIND_HOOKS = (
@@ -451,7 +451,7 @@ class PluginManager:
     @staticmethod
     def _validate_backend(backend: Backend) -> str | None:
         label = f"backend {backend.name!r}"
-        if not _DNS_LABEL.match(backend.name):
+        if not is_dns_label(backend.name):
             return f"{label}: name must be a DNS label (lowercase letters, digits, '-')"
         try:
             runtime = backend.backend_runtime()
@@ -467,7 +467,7 @@ class PluginManager:
     @staticmethod
     def _validate_autoscaler(autoscaler: Autoscaler) -> str | None:
         label = f"autoscaler {autoscaler.name!r}"
-        if not _DNS_LABEL.match(autoscaler.name):
+        if not is_dns_label(autoscaler.name):
             return f"{label}: name must be a DNS label (lowercase letters, digits, '-')"
         for pair in autoscaler.managed_kinds:
             if not (

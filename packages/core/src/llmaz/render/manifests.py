@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
+from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 from llmaz.render.errors import (
@@ -124,7 +125,7 @@ def render_manifests(
         try:
             if isinstance(obj, Playground):
                 brc = obj.spec.backend_runtime_config
-                backend_name = brc.backend_name if brc is not None else "vllm"
+                backend_name = brc.backend_name if brc is not None else DEFAULT_BACKEND
                 backend = plugins.get_backend(backend_name) if plugins is not None else None
                 runtime = runtimes.get(backend_name)
                 if runtime is None and backend is not None:

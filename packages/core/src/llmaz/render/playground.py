@@ -6,29 +6,27 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig
-from llmaz.api.quantity import to_str
-from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
-from llmaz.plugins.backend import Backend, MultiHostRecipe
-from llmaz.render import flavors as flavor_mod
-from llmaz.render import templating
-from llmaz.render.common import (
+from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig, conventions
+from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
     ANNOTATION_SELECTED_FLAVOR,
     ANNOTATION_SKIP_MODEL_LOADER,
+    DEFAULT_BACKEND,
+    DEFAULT_CONFIG,
     DEFAULT_GRACE_PERIOD_SECONDS,
-    DEFAULT_PORT,
     LABEL_MODEL_FAMILY_NAME,
     LABEL_MODEL_NAME,
     MANAGED_BY,
     MANAGER,
     MODEL_RUNNER,
-    Rendered,
-    env_dict,
-    merge_envs,
-    merge_resources,
-    metadata,
+    SPECULATIVE_CONFIG,
 )
+from llmaz.api.quantity import to_str
+from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
+from llmaz.plugins.backend import Backend, MultiHostRecipe
+from llmaz.render import flavors as flavor_mod
+from llmaz.render import templating
+from llmaz.render.common import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources, metadata
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     ConfigNotFound,
@@ -38,8 +36,6 @@ from llmaz.render.errors import (
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
 
-DEFAULT_CONFIG = "default"
-SPECULATIVE_CONFIG = "speculative-decoding"
 NODES_PARAM = "NODES"
 """Flavor param: pods (nodes) per replica. Without it, ``PP`` > 1 also means that many nodes."""
 DRAIN_MARGIN_SECONDS = 30
@@ -114,14 +110,14 @@ def template_variables(
 ) -> tuple[dict[str, str | None], dict[str, str]]:
     main = claimed.main
     variables: dict[str, str | None] = {
-        templating.MODEL_PATH: main.model_path(skip_loader),
-        templating.MODEL_NAME: main.model_name(),
-        templating.DRAFT_MODEL_PATH: (
+        conventions.MODEL_PATH: main.model_path(skip_loader),
+        conventions.MODEL_NAME: main.model_name(),
+        conventions.DRAFT_MODEL_PATH: (
             claimed.sources[1].model_path(skip_loader) if claimed.has_draft else None
         ),
-        templating.TP: _param(flavor, "TP"),
-        templating.PP: _param(flavor, "PP"),
-        templating.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", "INSTANCE_TYPE"),
+        conventions.TP: _param(flavor, "TP"),
+        conventions.PP: _param(flavor, "PP"),
+        conventions.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", conventions.INSTANCE_TYPE),
     }
 
     def why(param: str) -> str:
@@ -130,10 +126,10 @@ def template_variables(
         return f"the selected flavor {flavor.name!r} has no param {param}"
 
     hints = {
-        templating.DRAFT_MODEL_PATH: "no model with role draft is claimed",
-        templating.TP: why("TP"),
-        templating.PP: why("PP"),
-        templating.INSTANCE_TYPE: why("INSTANCE-TYPE"),
+        conventions.DRAFT_MODEL_PATH: "no model with role draft is claimed",
+        conventions.TP: why("TP"),
+        conventions.PP: why("PP"),
+        conventions.INSTANCE_TYPE: why("INSTANCE-TYPE"),
     }
     return variables, hints
 
@@ -233,7 +229,7 @@ def render_playground(
     skip_loader = annotations.get(ANNOTATION_SKIP_MODEL_LOADER) == "true"
     claimed = resolve_claims(spec.model_claim, spec.model_claims, models)
     brc = spec.backend_runtime_config
-    backend_name = brc.backend_name if brc is not None else "vllm"
+    backend_name = brc.backend_name if brc is not None else DEFAULT_BACKEND
     if backend_runtime is None:
         raise BackendRuntimeNotFound(
             "spec.backendRuntimeConfig.backendName", f"BackendRuntime {backend_name!r} not found"

@@ -6,21 +6,23 @@ import copy
 from typing import Any
 
 from llmaz.api import Service
-from llmaz.plugins.backend import Backend
-from llmaz.render import flavors as flavor_mod
-from llmaz.render.common import (
+from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
     ANNOTATION_SELECTED_FLAVOR,
     ANNOTATION_SKIP_MODEL_LOADER,
-    DEFAULT_PORT,
     LABEL_MODEL_FAMILY_NAME,
     LABEL_MODEL_NAME,
-    LWS_API_VERSION,
-    LWS_NAME_LABEL,
-    LWS_WORKER_INDEX_LABEL,
     MANAGED_BY,
     MANAGER,
     MODEL_RUNNER,
+)
+from llmaz.plugins.backend import Backend
+from llmaz.render import flavors as flavor_mod
+from llmaz.render.common import (
+    DEFAULT_PORT,
+    LWS_API_VERSION,
+    LWS_NAME_LABEL,
+    LWS_WORKER_INDEX_LABEL,
     Rendered,
     add_missing_envs,
     find_container,

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, RecommendedConfig
+from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_NAME, MODEL_PATH, is_dns_label
 from llmaz.plugins import (
     BACKEND_RUNTIME_LABELS,
     DEFAULT_CONFIG,
@@ -42,7 +43,6 @@ __all__ = ["AutoscalerConformanceTests", "BackendConformanceTests", "sample_auto
 
 _ANY_BRACES = re.compile(r"\{\{(.*?)\}\}")
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _REASON = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
@@ -98,7 +98,7 @@ class BackendConformanceTests:
 
     # --- the object ---------------------------------------------------------------------------
     def test_name_is_a_dns_label(self, backend: Backend) -> None:
-        assert _DNS_LABEL.match(backend.name), backend.name
+        assert is_dns_label(backend.name), backend.name
 
     def test_backend_runtime_is_valid_and_round_trips(
         self, backend: Backend, runtime: BackendRuntime
@@ -149,11 +149,11 @@ class BackendConformanceTests:
 
     def test_default_config_needs_no_flavor_params(self, configs: dict[str, RecommendedConfig]) -> None:
         used = set(_variables(configs[DEFAULT_CONFIG].args or []))
-        assert used <= {"ModelPath", "ModelName"}, f"default config must render for any flavor: {used}"
+        assert used <= {MODEL_PATH, MODEL_NAME}, f"default config must render for any flavor: {used}"
 
     def test_model_path_is_used(self, configs: dict[str, RecommendedConfig]) -> None:
         used = set(_variables(configs[DEFAULT_CONFIG].args or []))
-        assert used & {"ModelPath", "ModelName"}, "the default config never says which model to serve"
+        assert used & {MODEL_PATH, MODEL_NAME}, "the default config never says which model to serve"
 
     def test_model_name_flag_in_default_args(
         self, backend: Backend, configs: dict[str, RecommendedConfig]
@@ -163,10 +163,10 @@ class BackendConformanceTests:
         if backend.model_name_flag is None:
             # Without a declared flag, no flag may carry the model name either (the declaration is
             # what docs and the supported-engines table tell users about the OpenAI model id).
-            named = [a for a, b in pairs if a.startswith("-") and _variables([b]) == ["ModelName"]]
+            named = [a for a, b in pairs if a.startswith("-") and _variables([b]) == [MODEL_NAME]]
             assert not named, f"args pass {{{{ .ModelName }}}} via {named} but model_name_flag is None"
             return
-        assert any(a == backend.model_name_flag and _variables([b]) == ["ModelName"] for a, b in pairs), (
+        assert any(a == backend.model_name_flag and _variables([b]) == [MODEL_NAME] for a, b in pairs), (
             f"default args lack `{backend.model_name_flag} {{{{ .ModelName }}}}`: {args}"
         )
 
@@ -219,7 +219,7 @@ class BackendConformanceTests:
     def test_speculative_decoding(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
         assert (SPECULATIVE_CONFIG in configs) == backend.supports_speculative_decoding
         for name, config in configs.items():
-            uses_draft = "DraftModelPath" in _variables(config.args or [])
+            uses_draft = DRAFT_MODEL_PATH in _variables(config.args or [])
             assert uses_draft == (name == SPECULATIVE_CONFIG), f"config {name}: DraftModelPath misuse"
 
     def test_multi_host_recipe(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
@@ -328,7 +328,7 @@ class AutoscalerConformanceTests:
         return [(inp, autoscaler.render(inp)) for inp in self.inputs()]
 
     def test_name_is_a_dns_label(self, autoscaler: Autoscaler) -> None:
-        assert _DNS_LABEL.match(autoscaler.name), autoscaler.name
+        assert is_dns_label(autoscaler.name), autoscaler.name
 
     def test_render_returns_an_output(self, autoscaler: Autoscaler) -> None:
         for _inp, out in self._outputs(autoscaler):
