@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from llmaz_devkit import crdgen
 from llmaz.api import KINDS, OpenModel, Playground, Resource, Service
+from llmaz_devkit import crdgen
 
 REPO = Path(__file__).resolve().parents[3]
 _JUNCTOR_FORBIDDEN = ("type", "description", "default", "additionalProperties", "nullable")

@@ -7,9 +7,9 @@ import shutil
 import yaml
 from typer.testing import CliRunner
 
-from llmaz_devkit import crdgen
 from llmaz.cli import app, mount
 from llmaz.cli.crds import CRD_FILES, crds_yaml
+from llmaz_devkit import crdgen
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
