@@ -11,6 +11,7 @@ A plugin module implements one or both hooks with :data:`hookimpl`::
 
     LLMAZ_PLUGIN_API = "1"
 
+
     @hookimpl
     def llmaz_register_backends(register: BackendRegistry) -> None:
         register.add(MyBackend)
