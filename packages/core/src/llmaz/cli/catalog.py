@@ -145,7 +145,9 @@ def rst_to_markdown(text: str) -> str:
         else:
             out.append(_inline(line))
         i += 1
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(out)).strip()
+    parts = "\n".join(out).split("```")
+    # collapse runs of blank lines in prose only (odd parts are inside code fences)
+    return "```".join(p if i % 2 else re.sub(r"\n{3,}", "\n\n", p) for i, p in enumerate(parts)).strip()
 
 
 def _inline(text: str) -> str:
