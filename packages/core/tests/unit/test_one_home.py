@@ -91,3 +91,19 @@ def test_render_and_the_conformance_kit_agree_on_the_template_variables() -> Non
 
     assert PLUGINS_KNOWN is RENDER_KNOWN is conventions.KNOWN_VARIABLES
     assert conventions.INSTANCE_TYPE in conventions.KNOWN_VARIABLES
+
+
+def test_every_llmaz_exception_has_one_root() -> None:
+    import llmaz
+    from llmaz.plugins import PluginLoadError, RegistrationError
+    from llmaz.render import RenderError, RenderErrors
+    from llmaz.render import errors as render_errors
+
+    typed = [v for v in vars(render_errors).values() if isinstance(v, type) and issubclass(v, Exception)]
+    assert RenderErrors in typed
+    for cls in [*typed, RegistrationError, PluginLoadError]:
+        assert issubclass(cls, llmaz.LlmazError), cls
+    error = PluginLoadError("p", None, None, "import", "boom")
+    assert isinstance(error, Exception)
+    assert str(error) == error.args[0] == "plugin 'p' skipped at import: boom"
+    assert issubclass(RenderError, llmaz.LlmazError)

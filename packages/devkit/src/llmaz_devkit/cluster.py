@@ -42,6 +42,7 @@ from typing import IO, Any, Literal
 
 import yaml
 
+from llmaz.errors import LlmazError
 from llmaz_devkit.repo import repo_root
 
 __all__ = [
@@ -68,7 +69,7 @@ WORKDIR_MARKER = ".llmaz-control-plane"
 GO_MISSING_EXIT_CODE = 3
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(LlmazError, RuntimeError):
     """A component failed to start or a wait timed out; the message carries the log tails."""
 
 

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from llmaz.errors import LlmazError
 from llmaz_devkit.cluster import (
     DEFAULT_NODE_POOLS,
     POOL_LABEL,
@@ -60,7 +61,7 @@ DEMO_NODE_POOLS: tuple[NodePool, ...] = tuple(
 LLMAZ_GROUPS = ("llmaz.io", "inference.llmaz.io")
 
 
-class DemoError(RuntimeError):
+class DemoError(LlmazError, RuntimeError):
     """A demo step failed; the message says which and why."""
 
 

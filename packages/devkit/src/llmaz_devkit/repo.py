@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from llmaz.errors import LlmazError
+
 __all__ = ["RepositoryNotFound", "repo_root"]
 
 MARKER = Path("tools") / "go-tools.sh"
 """A file only the llmaz repository has at its root."""
 
 
-class RepositoryNotFound(RuntimeError):
+class RepositoryNotFound(LlmazError, RuntimeError):
     """Not running from a checkout of the llmaz repository."""
 
 

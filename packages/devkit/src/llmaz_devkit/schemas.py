@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from llmaz.errors import LlmazError
 from llmaz_devkit.repo import repo_root
 
 __all__ = [
@@ -52,7 +53,7 @@ _BUILTIN = {
 }
 
 
-class SchemaUnavailable(RuntimeError):
+class SchemaUnavailable(LlmazError, RuntimeError):
     """A schema file could not be found or fetched."""
 
 

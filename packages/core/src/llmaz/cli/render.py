@@ -16,6 +16,7 @@ import yaml
 
 from llmaz import yamlfmt
 from llmaz.api import KINDS, kind_for
+from llmaz.errors import LlmazError
 from llmaz.plugins.registry import CommandRegistry
 from llmaz.render import (
     DEFAULT_MODEL_LOADER_IMAGE,
@@ -34,7 +35,7 @@ def dump_yaml_stream(objects: list[dict[str, Any]]) -> str:
     return yamlfmt.dump_all(objects)
 
 
-class _InputError(Exception):
+class _InputError(LlmazError):
     def __init__(self, source: str, message: str) -> None:
         super().__init__(f"{source}: {message}")
 

@@ -33,6 +33,7 @@ from typing import Any, Literal
 import pluggy
 
 from llmaz.api.conventions import is_dns_label
+from llmaz.errors import LlmazError
 from llmaz.plugins import hookspecs
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import DEFAULT_CONFIG, Backend
@@ -169,14 +170,23 @@ class PluginInfo:
 
 
 @dataclass
-class PluginLoadError:
-    """Why one plugin was skipped. ``str()`` gives one line naming the plugin."""
+class PluginLoadError(LlmazError):
+    """Why one plugin was skipped. ``str()`` gives one line naming the plugin.
+
+    The manager collects these (:attr:`PluginManager.errors`) instead of raising them, so one broken
+    plugin never stops the others; a caller that wants to fail on the first one can ``raise`` it.
+    """
 
     plugin: str
     distribution: str | None
     version: str | None
     stage: Stage
     message: str
+
+    __hash__ = LlmazError.__hash__
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
 
     def __str__(self) -> str:
         info = PluginInfo(self.plugin, self.distribution, self.version)

@@ -6,6 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from llmaz.errors import LlmazError
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 
@@ -14,7 +15,7 @@ __all__ = ["AutoscalerRegistry", "BackendRegistry", "CommandRegistry", "Registra
 T = TypeVar("T", Backend, Autoscaler)
 
 
-class RegistrationError(Exception):
+class RegistrationError(LlmazError):
     """A plugin registered something invalid; the message says what."""
 
 

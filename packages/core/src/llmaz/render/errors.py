@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from llmaz.errors import LlmazError
+
 
 def known_names(what: str, names: Iterable[str], limit: int = 20) -> str:
     """``known OpenModels: a, b`` (sorted, at most ``limit``) or ``there are no OpenModels``.
@@ -18,7 +20,7 @@ def known_names(what: str, names: Iterable[str], limit: int = 20) -> str:
     return f"known {what}: {shown}{more}"
 
 
-class RenderError(Exception):
+class RenderError(LlmazError):
     """Base of every error raised by :mod:`llmaz.render`.
 
     :param field: path of the offending field in the owner object, e.g. ``spec.modelClaim.modelName``.
