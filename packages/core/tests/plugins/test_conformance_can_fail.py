@@ -343,17 +343,17 @@ class Calm(Autoscaler):
     name: ClassVar[str] = "calm"
     managed_kinds: ClassVar[tuple[tuple[str, str], ...]] = (("v1", "ConfigMap"),)
 
-    def objects(self, inp: AutoscalingInput) -> list[dict[str, Any]]:
-        meta = {"name": inp.playground.name, "namespace": inp.playground.metadata.namespace}
+    def objects(self, request: AutoscalingInput) -> list[dict[str, Any]]:
+        meta = {"name": request.playground.name, "namespace": request.playground.metadata.namespace}
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}]
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         out = AutoscalingOutput(pod_labels={"calm": "yes"}, pod_annotations={"calm/reason": "test"})
-        if inp.playground.spec.elastic_config is not None:
-            out.objects = self.objects(inp)
-        for flavor in inp.flavors[:1]:
+        if request.playground.spec.elastic_config is not None:
+            out.objects = self.objects(request)
+        for flavor in request.flavors[:1]:
             out.node_affinity_hints.per_flavor[flavor.name] = [{"key": "calm", "operator": "Exists"}]
-        if not inp.flavors:
+        if not request.flavors:
             out.problems.append(AutoscalingProblem("NoFlavors", "nothing to hint"))
         return out
 
@@ -363,7 +363,7 @@ class BadAutoscalerName(Calm):
 
 
 class ReturnsADict(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         return {"objects": []}  # type: ignore[return-value]
 
 
@@ -372,36 +372,36 @@ class UndeclaredKind(Calm):
 
 
 class ObjectInAnotherNamespace(Calm):
-    def objects(self, inp: AutoscalingInput) -> list[dict[str, Any]]:
+    def objects(self, request: AutoscalingInput) -> list[dict[str, Any]]:
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}]
 
 
 class Restless(Calm):
     counter = itertools.count()
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.pod_annotations["calm/generation"] = str(next(self.counter))
         return out
 
 
 class NumericLabel(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.pod_labels["replicas"] = 3  # type: ignore[assignment]
         return out
 
 
 class HintForUnclaimedFlavor(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.node_affinity_hints.per_flavor["h100"] = [{"key": "calm", "operator": "Exists"}]
         return out
 
 
 class SentenceAsReason(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.problems.append(AutoscalingProblem("no scale trigger", "elasticConfig without trigger"))
         return out
 

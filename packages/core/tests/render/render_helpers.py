@@ -82,15 +82,15 @@ class StandInAutoscaler(Autoscaler):
     name: ClassVar[str] = "standin"
     managed_kinds: ClassVar[tuple[tuple[str, str], ...]] = (("v1", "ConfigMap"),)
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         out = AutoscalingOutput(pod_labels={"example.com/scaled": "yes"})
-        if inp.playground.spec.elastic_config is not None:
+        if request.playground.spec.elastic_config is not None:
             out.objects.append(
                 {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": inp.playground.name},
-                    "data": {"config": inp.config_name},
+                    "metadata": {"name": request.playground.name},
+                    "data": {"config": request.config_name},
                 }
             )
         return out

@@ -124,8 +124,8 @@ def render_manifests(
     for obj in parsed:
         try:
             if isinstance(obj, Playground):
-                brc = obj.spec.backend_runtime_config
-                backend_name = brc.backend_name if brc is not None else DEFAULT_BACKEND
+                runtime_config = obj.spec.backend_runtime_config
+                backend_name = runtime_config.backend_name if runtime_config is not None else DEFAULT_BACKEND
                 backend = plugins.get_backend(backend_name) if plugins is not None else None
                 runtime = runtimes.get(backend_name)
                 if runtime is None and backend is not None:

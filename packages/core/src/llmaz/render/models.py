@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from llmaz.api import Flavor, ModelClaim, ModelClaims, ModelRef, OpenModel
 from llmaz.render.errors import InvalidModelClaims, ModelNotFound, known_names
 from llmaz.render.flavors import claimed_flavors
-from llmaz.render.sources import ModelSource, resolve_source
+from llmaz.render.sources import ResolvedSource, resolve_source
 
 Models = Mapping[str, OpenModel] | Sequence[OpenModel]
 """OpenModels by name, or a plain list of them."""
@@ -26,14 +26,14 @@ class Claimed:
 
     refs: tuple[ModelRef, ...]
     """Claimed refs with the main model moved first."""
-    sources: tuple[ModelSource, ...]
+    sources: tuple[ResolvedSource, ...]
     flavors: tuple[Flavor, ...]
     """The main model's claimed flavors, priority order."""
     explicit_flavors: tuple[str, ...] | None
     flavors_field: str
 
     @property
-    def main(self) -> ModelSource:
+    def main(self) -> ResolvedSource:
         return self.sources[0]
 
     @property

@@ -26,7 +26,6 @@ from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOu
 from llmaz.plugins.backend import Backend, MultiHostRecipe
 from llmaz.render import flavors as flavor_mod
 from llmaz.render import templating
-from llmaz.render.common import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources, metadata
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     ConfigNotFound,
@@ -35,6 +34,7 @@ from llmaz.render.errors import (
     MultiHostUnsupported,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
+from llmaz.render.objects import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources, metadata
 
 NODES_PARAM = "NODES"
 """Flavor param: pods (nodes) per replica. Without it, ``PP`` > 1 also means that many nodes."""
@@ -45,9 +45,9 @@ DRAIN_MARGIN_SECONDS = 30
 def infer_config_name(playground: Playground, claimed: Claimed) -> str:
     """Explicit ``configName``, else ``speculative-decoding`` when a draft model is claimed, else
     ``default``."""
-    brc = playground.spec.backend_runtime_config
-    if brc is not None and brc.config_name:
-        return brc.config_name
+    runtime_config = playground.spec.backend_runtime_config
+    if runtime_config is not None and runtime_config.config_name:
+        return runtime_config.config_name
     if playground.spec.model_claims is not None and claimed.has_draft:
         return SPECULATIVE_CONFIG
     return DEFAULT_CONFIG
@@ -228,8 +228,8 @@ def render_playground(
     annotations = playground.metadata.annotations or {}
     skip_loader = annotations.get(ANNOTATION_SKIP_MODEL_LOADER) == "true"
     claimed = resolve_claims(spec.model_claim, spec.model_claims, models)
-    brc = spec.backend_runtime_config
-    backend_name = brc.backend_name if brc is not None else DEFAULT_BACKEND
+    runtime_config = spec.backend_runtime_config
+    backend_name = runtime_config.backend_name if runtime_config is not None else DEFAULT_BACKEND
     if backend_runtime is None:
         raise BackendRuntimeNotFound(
             "spec.backendRuntimeConfig.backendName", f"BackendRuntime {backend_name!r} not found"
@@ -239,7 +239,7 @@ def render_playground(
     recipe = backend.multi_host_recipe() if backend is not None else None
     size = group_size(selected, recipe, claimed.flavors_field)
     config_name = infer_config_name(playground, claimed)
-    explicit_config = brc is not None and bool(brc.config_name)
+    explicit_config = runtime_config is not None and bool(runtime_config.config_name)
     if size > 1 and recipe is not None and not explicit_config:
         # resources and shared memory of a multi-host group come from the recipe's config
         names = {c.name for c in backend_runtime.spec.recommended_configs or []}
@@ -250,17 +250,22 @@ def render_playground(
     variables, hints = template_variables(claimed, selected, skip_loader)
 
     br_spec = backend_runtime.spec
-    version = (brc.version if brc is not None and brc.version else None) or br_spec.version
+    version = (
+        runtime_config.version if runtime_config is not None and runtime_config.version else None
+    ) or br_spec.version
     image = f"{br_spec.image}:{version}"
     envs = merge_envs(
-        [env_dict(e) for e in br_spec.envs or []], [env_dict(e) for e in (brc.envs if brc else None) or []]
+        [env_dict(e) for e in br_spec.envs or []],
+        [env_dict(e) for e in (runtime_config.envs if runtime_config else None) or []],
     )
-    resources = merge_resources(config.resources if config else None, brc.resources if brc else None)
-    shm_value = (brc.shared_memory_size if brc is not None else None) or (
+    resources = merge_resources(
+        config.resources if config else None, runtime_config.resources if runtime_config else None
+    )
+    shm_value = (runtime_config.shared_memory_size if runtime_config is not None else None) or (
         config.shared_memory_size if config else None
     )
     shm = to_str(shm_value) if shm_value is not None else None
-    extra_args = list((brc.args if brc else None) or [])
+    extra_args = list((runtime_config.args if runtime_config else None) or [])
     port = _port(backend_runtime, backend)
     grace = _grace_period(backend)
     args_field = "spec.backendRuntimeConfig.configName"
@@ -269,7 +274,7 @@ def render_playground(
     outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
     problems: list[AutoscalingProblem] = []
     prune: list[tuple[str, str]] = []
-    inp = AutoscalingInput(
+    request = AutoscalingInput(
         playground=playground,
         models=[s.model for s in claimed.sources],
         backend_runtime=backend_runtime,
@@ -277,7 +282,7 @@ def render_playground(
         flavors=flavors,
     )
     for scaler in sorted(autoscalers, key=lambda a: a.name):
-        out = scaler.render(inp)
+        out = scaler.render(request)
         outputs.append((scaler, out))
         problems.extend(out.problems)
         for kind in scaler.managed_kinds:

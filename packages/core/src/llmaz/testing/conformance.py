@@ -325,7 +325,7 @@ class AutoscalerConformanceTests:
         return sample_autoscaling_inputs()
 
     def _outputs(self, autoscaler: Autoscaler) -> list[tuple[AutoscalingInput, AutoscalingOutput]]:
-        return [(inp, autoscaler.render(inp)) for inp in self.inputs()]
+        return [(request, autoscaler.render(request)) for request in self.inputs()]
 
     def test_name_is_a_dns_label(self, autoscaler: Autoscaler) -> None:
         assert is_dns_label(autoscaler.name), autoscaler.name
@@ -335,7 +335,7 @@ class AutoscalerConformanceTests:
             assert isinstance(out, AutoscalingOutput)
 
     def test_objects_are_manifests_of_managed_kinds(self, autoscaler: Autoscaler) -> None:
-        for inp, out in self._outputs(autoscaler):
+        for request, out in self._outputs(autoscaler):
             for obj in out.objects:
                 assert obj.get("apiVersion")
                 assert obj.get("kind")
@@ -343,12 +343,12 @@ class AutoscalerConformanceTests:
                 assert (obj["apiVersion"], obj["kind"]) in autoscaler.managed_kinds, (
                     "declare every kind you render in managed_kinds, so stale objects get deleted"
                 )
-                namespace = inp.playground.metadata.namespace
+                namespace = request.playground.metadata.namespace
                 assert obj["metadata"].get("namespace") == namespace
 
     def test_render_is_deterministic(self, autoscaler: Autoscaler) -> None:
-        for inp in self.inputs():
-            assert autoscaler.render(inp) == autoscaler.render(inp)
+        for request in self.inputs():
+            assert autoscaler.render(request) == autoscaler.render(request)
 
     def test_pod_metadata_is_strings(self, autoscaler: Autoscaler) -> None:
         for _inp, out in self._outputs(autoscaler):
@@ -356,8 +356,8 @@ class AutoscalerConformanceTests:
                 assert all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())
 
     def test_node_affinity_hints_name_claimed_flavors(self, autoscaler: Autoscaler) -> None:
-        for inp, out in self._outputs(autoscaler):
-            claimed = {f.name for f in inp.flavors}
+        for request, out in self._outputs(autoscaler):
+            claimed = {f.name for f in request.flavors}
             assert set(out.node_affinity_hints.per_flavor) <= claimed
             for reqs in out.node_affinity_hints.per_flavor.values():
                 for req in reqs:

@@ -1,4 +1,4 @@
-"""Small shared pieces: labels, results, env and resource merging."""
+"""Building blocks of rendered Kubernetes objects: the result type, metadata, env and resource merging."""
 
 from __future__ import annotations
 
