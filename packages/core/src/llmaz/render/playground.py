@@ -94,7 +94,12 @@ def _int_param(flavor: Flavor | None, name: str, field: str) -> int | None:
 
 
 def group_size(flavor: Flavor | None, recipe: MultiHostRecipe | None, field: str) -> int:
-    """Pods per replica the selected flavor asks for (1 = single host)."""
+    """Pods per replica the selected flavor asks for (1 = single host).
+
+    Why this order: an explicit ``NODES`` param is the user's word; otherwise the backend says which
+    parallelism spans nodes (vLLM: pipeline stages, ``PP``), because tensor parallelism stays inside
+    one node; without a recipe, ``PP`` > 1 is the best guess llmaz has always used.
+    """
     nodes = _int_param(flavor, NODES_PARAM, field)
     if nodes is not None:
         return nodes
@@ -173,6 +178,12 @@ def _pod_template(
 
 
 def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> dict[str, Any] | None:
+    """The flavors' node affinity with the autoscalers' hints folded in.
+
+    Why per flavor: the required affinity is one OR'ed term per flavor, so a hint that belongs to one
+    flavor (Karpenter's instance types of an A100 flavor) must go into that flavor's term only; put
+    in every term it would forbid the other flavors' nodes and break the fallback order.
+    """
     affinity = flavor_mod.node_affinity(flavors)
     extra_per_flavor: dict[str, list[dict[str, Any]]] = {}
     extra_preferred: list[dict[str, Any]] = []
@@ -322,6 +333,8 @@ def render_playground(
                     c[key] = copy.deepcopy(probe)
         return c
 
+    # Only flavors with the selected flavor's accelerator counts may share one pod template: a pod
+    # asking for 8 GPUs must not land on a 1-GPU fallback node. The others wait for a fallback render.
     compatible = flavor_mod.compatible(flavors, selected)
     affinity = _with_hints(compatible, (o for _, o in outputs))
 
