@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig, conventions
+from llmaz.api import (
+    BackendRuntime,
+    BackendRuntimeConfig,
+    BackendRuntimeSpec,
+    Flavor,
+    Playground,
+    RecommendedConfig,
+    Service,
+    conventions,
+)
 from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
     ANNOTATION_SELECTED_FLAVOR,
@@ -212,6 +222,179 @@ def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> 
     return affinity
 
 
+@dataclass(frozen=True)
+class RunnerSpec:
+    """What every model-runner container of one Playground shares: the runtime's image, envs,
+    resources, probes and lifecycle after the Playground's ``backendRuntimeConfig`` overrides."""
+
+    image: str
+    envs: list[dict[str, Any]]
+    resources: dict[str, dict[str, Any]]
+    shm: str | None
+    """``sizeLimit`` of the ``/dev/shm`` memory volume, when any."""
+    extra_args: list[str]
+    port: int
+    grace: int
+    """terminationGracePeriodSeconds: long enough for the backend's preStop drain."""
+    runtime: BackendRuntimeSpec
+
+
+def build_runner_spec(
+    backend_runtime: BackendRuntime,
+    runtime_config: BackendRuntimeConfig | None,
+    config: RecommendedConfig | None,
+    backend: Backend | None,
+) -> RunnerSpec:
+    """Merge the BackendRuntime, the chosen recommended config and the Playground's overrides
+    (version, envs, resources, shared memory and extra args win over the runtime's)."""
+    runtime = backend_runtime.spec
+    version = (runtime_config.version if runtime_config is not None else None) or runtime.version
+    envs = merge_envs(
+        [env_dict(e) for e in runtime.envs or []],
+        [env_dict(e) for e in (runtime_config.envs if runtime_config else None) or []],
+    )
+    resources = merge_resources(
+        config.resources if config else None, runtime_config.resources if runtime_config else None
+    )
+    shm_value = (runtime_config.shared_memory_size if runtime_config is not None else None) or (
+        config.shared_memory_size if config else None
+    )
+    return RunnerSpec(
+        image=f"{runtime.image}:{version}",
+        envs=envs,
+        resources=resources,
+        shm=to_str(shm_value) if shm_value is not None else None,
+        extra_args=list((runtime_config.args if runtime_config else None) or []),
+        port=_port(backend_runtime, backend),
+        grace=_grace_period(backend),
+        runtime=runtime,
+    )
+
+
+def runner_container(
+    spec: RunnerSpec, command: list[str] | None, args: list[str], *, serves_http: bool
+) -> dict[str, Any]:
+    """The ``model-runner`` container. Only a pod that serves HTTP gets the port, probes and the
+    preStop drain: a multi-host worker that only joins the leader would fail them forever."""
+    c: dict[str, Any] = {"name": MODEL_RUNNER, "image": spec.image}
+    if command:
+        c["command"] = list(command)
+    if args:
+        c["args"] = args
+    if spec.envs:
+        c["env"] = copy.deepcopy(spec.envs)
+    if spec.resources:
+        c["resources"] = {k: dict(v) for k, v in spec.resources.items()}
+    if serves_http:
+        c["ports"] = [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}]
+        if spec.runtime.lifecycle:
+            c["lifecycle"] = copy.deepcopy(spec.runtime.lifecycle)
+        for key, probe in (
+            ("startupProbe", spec.runtime.startup_probe),
+            ("livenessProbe", spec.runtime.liveness_probe),
+            ("readinessProbe", spec.runtime.readiness_probe),
+        ):
+            if probe:
+                c[key] = copy.deepcopy(probe)
+    return c
+
+
+@dataclass(frozen=True)
+class AutoscalingResults:
+    """What every autoscaler plugin returned for one Playground, in name order."""
+
+    outputs: tuple[tuple[Autoscaler, AutoscalingOutput], ...]
+    problems: tuple[AutoscalingProblem, ...]
+    prune_kinds: tuple[tuple[str, str], ...]
+    pod_labels: dict[str, str]
+    pod_annotations: dict[str, str]
+
+
+def run_autoscalers(autoscalers: Iterable[Autoscaler], request: AutoscalingInput) -> AutoscalingResults:
+    """Ask each autoscaler (sorted by name, so the result never depends on plugin load order)."""
+    outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
+    problems: list[AutoscalingProblem] = []
+    prune: list[tuple[str, str]] = []
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    for scaler in sorted(autoscalers, key=lambda a: a.name):
+        out = scaler.render(request)
+        outputs.append((scaler, out))
+        problems.extend(out.problems)
+        prune.extend(kind for kind in scaler.managed_kinds if kind not in prune)
+        labels.update(out.pod_labels)
+        annotations.update(out.pod_annotations)
+    return AutoscalingResults(tuple(outputs), tuple(problems), tuple(prune), labels, annotations)
+
+
+def service_manifest(
+    playground: Playground,
+    claimed: Claimed,
+    workload: dict[str, Any],
+    *,
+    skip_loader: bool,
+    selected_flavor: str | None,
+) -> dict[str, Any]:
+    """The inference Service of a Playground, around its rendered workload template."""
+    main = claimed.main
+    meta = metadata(
+        playground.name, playground.metadata.namespace, {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}
+    )
+    annotations: dict[str, str] = {}
+    if skip_loader:
+        annotations[ANNOTATION_SKIP_MODEL_LOADER] = "true"
+    if selected_flavor is not None:
+        # the operator fell back to this flavor; the Service render must apply its accelerator counts
+        annotations[ANNOTATION_SELECTED_FLAVOR] = selected_flavor
+    if annotations:
+        meta["annotations"] = annotations
+    claims: dict[str, Any] = {"models": [{"name": r.name, "role": str(r.role)} for r in claimed.refs]}
+    if claimed.explicit_flavors:
+        claims["inferenceFlavors"] = [f.name for f in claimed.flavors]
+    return {
+        "apiVersion": Service.api_version_string(),
+        "kind": Service.kind_name(),
+        "metadata": meta,
+        "spec": {
+            "modelClaims": claims,
+            "replicas": playground.spec.replicas,
+            "workloadTemplate": workload,
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+            },
+        },
+    }
+
+
+def autoscaler_children(
+    outputs: Sequence[tuple[Autoscaler, AutoscalingOutput]], namespace: str | None
+) -> list[dict[str, Any]]:
+    """The autoscalers' objects, in the Playground's namespace and labelled as managed by llmaz.
+
+    :raises InvalidManifest: an autoscaler rendered an object into another namespace (an owner
+        reference cannot cross namespaces, so it would never be cleaned up).
+    """
+    children: list[dict[str, Any]] = []
+    for scaler, out in outputs:
+        for i, obj in enumerate(out.objects):
+            obj_ns = (obj.get("metadata") or {}).get("namespace")
+            if obj_ns not in (None, namespace):
+                raise InvalidManifest(
+                    "metadata.namespace",
+                    f"autoscaler {scaler.name!r} rendered object #{i} in namespace {obj_ns!r}, "
+                    f"not the Playground's {namespace!r}",
+                )
+            child = copy.deepcopy(obj)
+            child_meta = dict(child.get("metadata") or {})
+            if namespace:
+                child_meta["namespace"] = namespace
+            child_meta["labels"] = {**(child_meta.get("labels") or {}), MANAGED_BY: MANAGER}
+            child["metadata"] = child_meta
+            children.append(child)
+    return children
+
+
 def render_playground(
     playground: Playground,
     models: Models,
@@ -235,7 +418,7 @@ def render_playground(
     :raises RenderError: a typed subclass naming the field at fault.
     """
     spec = playground.spec
-    name, namespace = playground.name, playground.metadata.namespace
+    namespace = playground.metadata.namespace
     annotations = playground.metadata.annotations or {}
     skip_loader = annotations.get(ANNOTATION_SKIP_MODEL_LOADER) == "true"
     claimed = resolve_claims(spec.model_claim, spec.model_claims, models)
@@ -260,92 +443,48 @@ def render_playground(
 
     variables, hints = template_variables(claimed, selected, skip_loader)
 
-    br_spec = backend_runtime.spec
-    version = (
-        runtime_config.version if runtime_config is not None and runtime_config.version else None
-    ) or br_spec.version
-    image = f"{br_spec.image}:{version}"
-    envs = merge_envs(
-        [env_dict(e) for e in br_spec.envs or []],
-        [env_dict(e) for e in (runtime_config.envs if runtime_config else None) or []],
-    )
-    resources = merge_resources(
-        config.resources if config else None, runtime_config.resources if runtime_config else None
-    )
-    shm_value = (runtime_config.shared_memory_size if runtime_config is not None else None) or (
-        config.shared_memory_size if config else None
-    )
-    shm = to_str(shm_value) if shm_value is not None else None
-    extra_args = list((runtime_config.args if runtime_config else None) or [])
-    port = _port(backend_runtime, backend)
-    grace = _grace_period(backend)
+    runner_spec = build_runner_spec(backend_runtime, runtime_config, config, backend)
     args_field = "spec.backendRuntimeConfig.configName"
 
     # Autoscalers first: their pod labels/annotations/affinity hints go into the templates.
-    outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
-    problems: list[AutoscalingProblem] = []
-    prune: list[tuple[str, str]] = []
-    request = AutoscalingInput(
-        playground=playground,
-        models=[s.model for s in claimed.sources],
-        backend_runtime=backend_runtime,
-        config_name=config_name,
-        flavors=flavors,
+    scaling = run_autoscalers(
+        autoscalers,
+        AutoscalingInput(
+            playground=playground,
+            models=[s.model for s in claimed.sources],
+            backend_runtime=backend_runtime,
+            config_name=config_name,
+            flavors=flavors,
+        ),
     )
-    for scaler in sorted(autoscalers, key=lambda a: a.name):
-        out = scaler.render(request)
-        outputs.append((scaler, out))
-        problems.extend(out.problems)
-        for kind in scaler.managed_kinds:
-            if kind not in prune:
-                prune.append(kind)
-    pod_labels: dict[str, str] = {}
-    pod_annotations: dict[str, str] = {}
-    for _, out in outputs:
-        pod_labels.update(out.pod_labels)
-        pod_annotations.update(out.pod_annotations)
     main = claimed.main
-    pod_labels[LABEL_MODEL_NAME] = main.name
-    pod_labels[LABEL_MODEL_FAMILY_NAME] = main.model.spec.family_name
+    pod_labels = {
+        **scaling.pod_labels,
+        LABEL_MODEL_NAME: main.name,
+        LABEL_MODEL_FAMILY_NAME: main.model.spec.family_name,
+    }
+    pod_annotations = dict(scaling.pod_annotations)
     if flavors:
         pod_annotations[ANNOTATION_FLAVORS] = ",".join(f.name for f in flavors)
-
-    def runner(command: list[str] | None, args: list[str], *, serves_http: bool) -> dict[str, Any]:
-        c: dict[str, Any] = {"name": MODEL_RUNNER, "image": image}
-        if command:
-            c["command"] = list(command)
-        if args:
-            c["args"] = args
-        if envs:
-            c["env"] = copy.deepcopy(envs)
-        if resources:
-            c["resources"] = {k: dict(v) for k, v in resources.items()}
-        if serves_http:
-            c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
-            if br_spec.lifecycle:
-                c["lifecycle"] = copy.deepcopy(br_spec.lifecycle)
-            for key, probe in (
-                ("startupProbe", br_spec.startup_probe),
-                ("livenessProbe", br_spec.liveness_probe),
-                ("readinessProbe", br_spec.readiness_probe),
-            ):
-                if probe:
-                    c[key] = copy.deepcopy(probe)
-        return c
 
     # Only flavors with the selected flavor's accelerator counts may share one pod template: a pod
     # asking for 8 GPUs must not land on a 1-GPU fallback node. The others wait for a fallback render.
     compatible = flavor_mod.compatible(flavors, selected)
-    affinity = _with_hints(compatible, (o for _, o in outputs))
+    affinity = _with_hints(compatible, (o for _, o in scaling.outputs))
 
     def template(container: dict[str, Any]) -> dict[str, Any]:
         t = _pod_template(
-            container=container, shm=shm, grace=grace, labels=pod_labels, annotations=pod_annotations
+            container=container,
+            shm=runner_spec.shm,
+            grace=runner_spec.grace,
+            labels=pod_labels,
+            annotations=pod_annotations,
         )
         if affinity:
             t["spec"]["affinity"] = {"nodeAffinity": copy.deepcopy(affinity)}
         return t
 
+    extra_args = runner_spec.extra_args
     workload: dict[str, Any] = {}
     if size > 1:
         if recipe is None:
@@ -364,10 +503,15 @@ def render_playground(
         workload["size"] = size
         workload["restartPolicy"] = "RecreateGroupOnPodRestart"
         workload["leaderTemplate"] = template(
-            runner(recipe.leader_command, leader_args + extra_args, serves_http=True)
+            runner_container(runner_spec, recipe.leader_command, leader_args + extra_args, serves_http=True)
         )
         workload["workerTemplate"] = template(
-            runner(recipe.worker_command, worker_args + extra_args, serves_http=recipe.worker_serves_http)
+            runner_container(
+                runner_spec,
+                recipe.worker_command,
+                worker_args + extra_args,
+                serves_http=recipe.worker_serves_http,
+            )
         )
     else:
         args = (
@@ -377,55 +521,22 @@ def render_playground(
             if config is not None
             else []
         )
-        workload["workerTemplate"] = template(runner(br_spec.command, args + extra_args, serves_http=True))
+        workload["workerTemplate"] = template(
+            runner_container(runner_spec, backend_runtime.spec.command, args + extra_args, serves_http=True)
+        )
 
-    labels = {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}
-    meta = metadata(name, namespace, labels)
-    svc_annotations: dict[str, str] = {}
-    if skip_loader:
-        svc_annotations[ANNOTATION_SKIP_MODEL_LOADER] = "true"
-    if flavor is not None and selected is not None:
-        svc_annotations[ANNOTATION_SELECTED_FLAVOR] = selected.name
-    if svc_annotations:
-        meta["annotations"] = svc_annotations
-    claims: dict[str, Any] = {"models": [{"name": r.name, "role": str(r.role)} for r in claimed.refs]}
-    if claimed.explicit_flavors:
-        claims["inferenceFlavors"] = [f.name for f in flavors]
-    service = {
-        "apiVersion": "inference.llmaz.io/v1alpha1",
-        "kind": "Service",
-        "metadata": meta,
-        "spec": {
-            "modelClaims": claims,
-            "replicas": spec.replicas,
-            "workloadTemplate": workload,
-            "rolloutStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
-            },
-        },
-    }
-    objects: list[dict[str, Any]] = [service]
-    for scaler, out in outputs:
-        for i, obj in enumerate(out.objects):
-            obj_ns = (obj.get("metadata") or {}).get("namespace")
-            if obj_ns not in (None, namespace):
-                raise InvalidManifest(
-                    "metadata.namespace",
-                    f"autoscaler {scaler.name!r} rendered object #{i} in namespace {obj_ns!r}, "
-                    f"not the Playground's {namespace!r}",
-                )
-            child = copy.deepcopy(obj)
-            child_meta = dict(child.get("metadata") or {})
-            if namespace:
-                child_meta["namespace"] = namespace
-            child_meta["labels"] = {**(child_meta.get("labels") or {}), MANAGED_BY: MANAGER}
-            child["metadata"] = child_meta
-            objects.append(child)
+    service = service_manifest(
+        playground,
+        claimed,
+        workload,
+        skip_loader=skip_loader,
+        selected_flavor=selected.name if flavor is not None and selected is not None else None,
+    )
+    objects = [service, *autoscaler_children(scaling.outputs, namespace)]
     return Rendered(
         objects=tuple(objects),
-        prune_kinds=tuple(prune),
+        prune_kinds=scaling.prune_kinds,
         config_name=config_name,
         flavor=selected.name if selected else None,
-        problems=tuple(problems),
+        problems=scaling.problems,
     )
