@@ -22,10 +22,12 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 def _packages() -> list[str]:
-    """Workspace packages that have tests, discovered so a new backend needs no edit here."""
-    found = [ROOT / "packages" / "core"]
+    """Test roots (workspace packages and tools/), discovered so a new backend needs no edit here."""
+    found = [ROOT / "packages" / "core", ROOT / "packages" / "devkit"]
     for group in ("backends", "autoscaling"):
         found += sorted(p.parent for p in (ROOT / "packages" / group).glob("*/pyproject.toml"))
+    # tools/tests: the Go tool build's file-handling steps on fake module trees (no Go build needed)
+    found.append(ROOT / "tools")
     return [str(p.relative_to(ROOT)) for p in found if (p / "tests").is_dir()]
 
 
@@ -54,7 +56,7 @@ def tests(session: nox.Session, package: str) -> None:
 @nox.session
 def crds(session: nox.Session) -> None:
     """Regenerate CRDs and API reference docs from the models; fail when the committed copies drift."""
-    session.run(PY, "-m", "llmaz.crdgen", "--check")
+    session.run(PY, "-m", "llmaz_devkit.crdgen", "--check")
 
 
 @nox.session

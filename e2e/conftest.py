@@ -1,7 +1,7 @@
 """e2e: tests against the real control plane built from Go modules (``tools/go-tools.sh``).
 
-Fixtures come from :mod:`llmaz.testing.pytest_plugin`: ``apiserver`` (tier A) and ``control_plane``
-(tier B). Every test under this directory is marked ``e2e``.
+Fixtures come from the dev kit's pytest plugin (:mod:`llmaz_devkit.pytest_plugin`, loaded below):
+``apiserver`` (tier A) and ``control_plane`` (tier B). Every test under this directory is marked ``e2e``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from llmaz.testing.cluster import ControlPlane
-from llmaz.testing.pytest_plugin import apiserver, control_plane, pytest_runtest_makereport
+from llmaz_devkit.cluster import ControlPlane
 
-__all__ = ["apiserver", "control_plane", "namespace", "pytest_runtest_makereport"]
+pytest_plugins = ["llmaz_devkit.pytest_plugin"]
 
 HERE = Path(__file__).resolve().parent
 _counter = itertools.count()

@@ -23,9 +23,9 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource
+from llmaz.api.validation import validate_manifest
 from llmaz.cli.crds import crds_yaml
-from llmaz.testing.cel import validate_manifest
-from llmaz.testing.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane
 
 KINDS: tuple[type[Resource], ...] = (OpenModel, Playground, BackendRuntime)
 NAMESPACE = "default"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive, processes_mentioning
+from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive, processes_mentioning
 
 
 def _pod(name: str, gpus: int) -> dict[str, Any]:
@@ -152,7 +152,7 @@ def test_a_crashed_owner_leaves_no_component_running(tmp_path: Path) -> None:
     workdir = tmp_path / "crash"
     script = (
         "import os, sys\n"
-        "from llmaz.testing.cluster import ControlPlane\n"
+        "from llmaz_devkit.cluster import ControlPlane\n"
         f"cp = ControlPlane({str(workdir)!r}, tier='A')\n"
         "cp.start()\n"
         "print(','.join(str(c.proc.pid) for c in cp.components.values()), flush=True)\n"
@@ -430,7 +430,7 @@ def test_pytest_fixture_reports_logs_on_failure_and_cleans_up(tmp_path: Path) ->
     and nothing of that control plane runs after pytest exits."""
     suite = tmp_path / "suite"
     suite.mkdir()
-    (suite / "conftest.py").write_text("from llmaz.testing.pytest_plugin import *  # noqa: F403\n")
+    (suite / "conftest.py").write_text("from llmaz_devkit.pytest_plugin import *  # noqa: F403\n")
     (suite / "test_fails.py").write_text(
         "def test_fails(apiserver):\n"
         "    print('workdir=' + str(apiserver.workdir))\n"

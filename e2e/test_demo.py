@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from llmaz.testing.cluster import ControlPlane, processes_mentioning
+from llmaz_devkit.cluster import ControlPlane, processes_mentioning
 
 LLMAZ = [sys.executable, "-m", "llmaz.cli"]
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,7 +22,7 @@ from llmaz.api import OpenModel, Playground, Service
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_playground, render_service
 from llmaz.render.diagnosis import Reason, diagnose
-from llmaz.testing.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane
 
 MODEL_NAME = "diag-qwen"
 

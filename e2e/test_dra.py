@@ -20,7 +20,7 @@ from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_playground, render_service
 from llmaz.render.diagnosis import Reason, diagnose
 from llmaz.render.dra import CLAIM_NAME, allocated_flavor, claim_template_name, render_dra
-from llmaz.testing.cluster import ControlPlane, NodePool
+from llmaz_devkit.cluster import ControlPlane, NodePool
 
 DRIVER = "gpu.e2e.llmaz.io"
 """Driver and DeviceClass name of the stand-in (no such driver runs)."""

@@ -28,7 +28,7 @@ from llmaz.render.fallback import (
     decide_fallback,
     fallback_seconds,
 )
-from llmaz.testing.cluster import DEFAULT_NODE_POOLS, ControlPlane
+from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane
 
 A100X8 = {
     "name": "a100x8",

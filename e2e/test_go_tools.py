@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from llmaz.testing.cluster import GO_MISSING_EXIT_CODE
+from llmaz_devkit.cluster import GO_MISSING_EXIT_CODE
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tools" / "go-tools.sh"

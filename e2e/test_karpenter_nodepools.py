@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmaz.testing.cluster import ControlPlane
-from llmaz.testing.schemas import module_file
+from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.schemas import module_file
 
 ROOT = Path(__file__).resolve().parents[1]
 KARPENTER_VERSIONS = ("v1.12.0", "v1.10.0")

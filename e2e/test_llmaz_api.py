@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from llmaz.cli.demo import llmaz_crd_documents
-from llmaz.testing.cluster import ControlPlane
-from llmaz.testing.schemas import module_file
+from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.demo import llmaz_crd_documents
+from llmaz_devkit.schemas import module_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = sorted((ROOT / "packages" / "core" / "tests" / "corpus" / "invalid").glob("*.yaml"))

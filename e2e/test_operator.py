@@ -28,7 +28,7 @@ import yaml
 
 from llmaz.cli.demo import llmaz_crd_documents
 from llmaz.operator.rbac import RULES
-from llmaz.testing.cluster import ControlPlane, free_port
+from llmaz_devkit.cluster import ControlPlane, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SA_NAMESPACE = "llmaz-system"

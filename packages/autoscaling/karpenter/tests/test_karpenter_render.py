@@ -20,8 +20,8 @@ def example_model() -> OpenModel:
 
 
 def test_hints(snapshot: SnapshotAssertion) -> None:
-    inp = sample_autoscaling_inputs()[3]
-    out = KarpenterAutoscaler().render(inp)
+    request = sample_autoscaling_inputs()[3]
+    out = KarpenterAutoscaler().render(request)
     assert out.pod_annotations == {"karpenter.sh/do-not-disrupt": "true"}
     assert out.node_affinity_hints.per_flavor == snapshot(name="per_flavor")
     assert out.node_affinity_hints.preferred == snapshot(name="preferred")

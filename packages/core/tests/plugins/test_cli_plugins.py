@@ -7,14 +7,14 @@ import yaml
 from typer.testing import CliRunner
 
 from llmaz.api import BackendRuntime
-from llmaz.cli import _register, app
+from llmaz.cli import app, mount
 
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("LLMAZ_DISABLED_PLUGINS", "LLMAZ_DISABLE_PLUGIN_AUTOLOAD", "LLMAZ_TRACE_PLUGINS"):
         monkeypatch.delenv(var, raising=False)
-    _register()
+    mount()
 
 
 def test_plugins_list_table() -> None:

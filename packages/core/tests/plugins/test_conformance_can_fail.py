@@ -252,16 +252,22 @@ class SingleHostConfigUsesLwsEnv(Sound):
         return [*super().speculative_args(), "--rank", "$(LWS_WORKER_INDEX)"]
 
 
-class ParallelismFlagOnImageEntrypoint(Sound):
-    """Declares a parallelism flag but keeps the image's entrypoint, which cannot be wrapped."""
+class WrapperWithoutFlag(Sound):
+    """Wraps its entrypoint although it has no flag to pass the device count with."""
 
-    parallelism_flag: ClassVar[str | None] = "--tp"
+    def command(self) -> list[str] | None:
+        return ["sound-serve"]
+
+    def device_count_entrypoint(
+        self, command: list[str] | None, args: list[str]
+    ) -> tuple[list[str], list[str]] | None:
+        return ["/bin/sh", "-c", 'exec "$@"', "sh"], [*(command or []), *args]
 
 
 class WrapperKeepsOldFlag(Sound):
     """A hand-written wrapper that leaves the flag in the args: the engine would get it twice."""
 
-    parallelism_flag: ClassVar[str | None] = "--tp"
+    tensor_parallel_flag: ClassVar[str | None] = "--tp"
 
     def command(self) -> list[str] | None:
         return ["sound-serve"]
@@ -300,7 +306,7 @@ BROKEN_BACKENDS: list[tuple[str, type[Backend]]] = [
     ("test_speculative_decoding", SpeculativeWithoutDraftModel),
     ("test_speculative_decoding", DraftModelInDefault),
     ("test_speculative_decoding", SpeculativeConfigUndeclared),
-    ("test_device_count_entrypoint", ParallelismFlagOnImageEntrypoint),
+    ("test_device_count_entrypoint", WrapperWithoutFlag),
     ("test_device_count_entrypoint", WrapperKeepsOldFlag),
     ("test_multi_host_recipe", MultiHostFlagWithoutRecipe),
     ("test_multi_host_recipe", WorkersWithoutLeaderAddress),
@@ -367,17 +373,17 @@ class Calm(Autoscaler):
     name: ClassVar[str] = "calm"
     managed_kinds: ClassVar[tuple[tuple[str, str], ...]] = (("v1", "ConfigMap"),)
 
-    def objects(self, inp: AutoscalingInput) -> list[dict[str, Any]]:
-        meta = {"name": inp.playground.name, "namespace": inp.playground.metadata.namespace}
+    def objects(self, request: AutoscalingInput) -> list[dict[str, Any]]:
+        meta = {"name": request.playground.name, "namespace": request.playground.metadata.namespace}
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}]
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         out = AutoscalingOutput(pod_labels={"calm": "yes"}, pod_annotations={"calm/reason": "test"})
-        if inp.playground.spec.elastic_config is not None:
-            out.objects = self.objects(inp)
-        for flavor in inp.flavors[:1]:
+        if request.playground.spec.elastic_config is not None:
+            out.objects = self.objects(request)
+        for flavor in request.flavors[:1]:
             out.node_affinity_hints.per_flavor[flavor.name] = [{"key": "calm", "operator": "Exists"}]
-        if not inp.flavors:
+        if not request.flavors:
             out.problems.append(AutoscalingProblem("NoFlavors", "nothing to hint"))
         return out
 
@@ -387,7 +393,7 @@ class BadAutoscalerName(Calm):
 
 
 class ReturnsADict(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         return {"objects": []}  # type: ignore[return-value]
 
 
@@ -396,36 +402,36 @@ class UndeclaredKind(Calm):
 
 
 class ObjectInAnotherNamespace(Calm):
-    def objects(self, inp: AutoscalingInput) -> list[dict[str, Any]]:
+    def objects(self, request: AutoscalingInput) -> list[dict[str, Any]]:
         return [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "namespace": "default"}}]
 
 
 class Restless(Calm):
     counter = itertools.count()
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.pod_annotations["calm/generation"] = str(next(self.counter))
         return out
 
 
 class NumericLabel(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.pod_labels["replicas"] = 3  # type: ignore[assignment]
         return out
 
 
 class HintForUnclaimedFlavor(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.node_affinity_hints.per_flavor["h100"] = [{"key": "calm", "operator": "Exists"}]
         return out
 
 
 class SentenceAsReason(Calm):
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        out = super().render(inp)
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        out = super().render(request)
         out.problems.append(AutoscalingProblem("no scale trigger", "elasticConfig without trigger"))
         return out
 

@@ -65,7 +65,7 @@ class BadProbe(Good):
 class Scaler(Autoscaler):
     name: ClassVar[str] = "scaler"
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         return AutoscalingOutput()
 
 

@@ -7,10 +7,11 @@ test with ``LLMAZ_UPDATE_DOCS=1``.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
+from llmaz.cli.catalog import hooks_markdown, supported_engines_markdown
 from llmaz.plugins import PluginManager
-from llmaz.plugins.catalog import hooks_markdown, supported_engines_markdown
 
 PAGE = Path(__file__).resolve().parents[4] / "docs" / "reference" / "supported-engines.md"
 
@@ -46,3 +47,13 @@ def test_hooks_page_is_current() -> None:
     )
     assert "## `llmaz_register_backends`" in expected
     assert "## `llmaz_register_autoscalers`" in expected
+
+
+def test_hooks_page_is_markdown_not_restructuredtext() -> None:
+    page = hooks_markdown()
+    for rst in (":param ", ":class:", ":func:", ":meth:", ":data:", ".. versionadded::"):
+        assert rst not in page, rst
+    assert not re.search(r"(?<!`)``(?!`)", page), "an RST double-backtick literal is left"
+    assert "- `register`: the registry to add to." in page
+    assert "```python\nfrom llmaz.plugins import BackendRegistry, hookimpl" in page
+    assert "## `llmaz_register_commands`" in page

@@ -11,10 +11,14 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from llmaz.api import BackendRuntime
 
@@ -45,23 +49,58 @@ def _run(
     return res
 
 
-@pytest.fixture(scope="module")
-def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    work = tmp_path_factory.mktemp("thirdparty")
+def _core_requirements() -> list[str]:
+    """The dependency ranges core declares (passed as direct requirements, so that
+    ``--resolution lowest-direct`` installs the lowest version each range allows)."""
+    with (CORE / "pyproject.toml").open("rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
+@pytest.fixture(scope="module", params=["highest", "lowest-direct"])
+def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv holding the llmaz wheel and the sample plugin's wheel, with the newest
+    (``highest``) or the oldest (``lowest-direct``) versions core's dependency ranges allow: a
+    third-party plugin must install next to llmaz without pin conflicts, at either end."""
+    work = tmp_path_factory.mktemp(f"thirdparty-{request.param}")
     dist, env_dir = work / "dist", work / "venv"
     uv = _uv()
-    if uv:
-        _run(uv, "build", "--wheel", "--out-dir", dist, FIXTURE)
-        _run(uv, "venv", "--python", sys.executable, env_dir)
-        python = env_dir / "bin" / "python"
-        wheel = next(dist.glob("*.whl"))
-        _run(uv, "pip", "install", "--python", python, CORE, wheel)
-    else:  # plain pip + build, slower
-        _run(sys.executable, "-m", "build", "--wheel", "--outdir", dist, FIXTURE)
-        _run(sys.executable, "-m", "venv", env_dir)
-        python = env_dir / "bin" / "python"
-        _run(python, "-m", "pip", "install", "--quiet", CORE, next(dist.glob("*.whl")))
+    assert uv, "uv not found: run tools/bootstrap.sh (it installs the pinned uv)"
+    _run(uv, "build", "--wheel", "--out-dir", dist, FIXTURE)
+    _run(uv, "build", "--wheel", "--out-dir", dist, CORE)
+    _run(uv, "venv", "--python", sys.executable, env_dir)
+    python = env_dir / "bin" / "python"
+    wheels = sorted(dist.glob("*.whl"))
+    _run(
+        uv,
+        "pip",
+        "install",
+        "--python",
+        python,
+        "--resolution",
+        request.param,
+        *wheels,
+        *_core_requirements(),
+    )
     return env_dir
+
+
+def test_installed_versions_are_the_ends_of_the_ranges(venv: Path, request: pytest.FixtureRequest) -> None:
+    """lowest-direct really installed each range's lower bound; highest installed versions inside
+    the ranges (so both ends are what the other tests of this module exercised)."""
+    frozen = _run(_uv() or "uv", "pip", "freeze", "--python", venv / "bin" / "python").stdout
+    installed = {
+        canonicalize_name(name): Version(version)
+        for line in frozen.splitlines()
+        if "==" in line
+        for name, version in [line.split("==", 1)]
+    }
+    for text in _core_requirements():
+        requirement = Requirement(text)
+        version = installed[canonicalize_name(requirement.name)]
+        assert version in requirement.specifier, (text, version)
+        if request.node.callspec.params["venv"] == "lowest-direct":
+            lower = next(Version(s.version) for s in requirement.specifier if s.operator == ">=")
+            assert version == lower, (text, version)
 
 
 def _llmaz(venv: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:

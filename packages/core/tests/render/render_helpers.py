@@ -82,15 +82,15 @@ class StandInAutoscaler(Autoscaler):
     name: ClassVar[str] = "standin"
     managed_kinds: ClassVar[tuple[tuple[str, str], ...]] = (("v1", "ConfigMap"),)
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         out = AutoscalingOutput(pod_labels={"example.com/scaled": "yes"})
-        if inp.playground.spec.elastic_config is not None:
+        if request.playground.spec.elastic_config is not None:
             out.objects.append(
                 {
                     "apiVersion": "v1",
                     "kind": "ConfigMap",
-                    "metadata": {"name": inp.playground.name},
-                    "data": {"config": inp.config_name},
+                    "metadata": {"name": request.playground.name},
+                    "data": {"config": request.config_name},
                 }
             )
         return out
@@ -105,7 +105,9 @@ def model(
     body: dict[str, Any] = {"familyName": spec.pop("family", "fam"), "source": source, **spec}
     if flavors is not None:
         body["inferenceConfig"] = {"flavors": flavors}
-    return OpenModel.from_manifest(
+    # model_validate, not from_manifest: render's own checks are tested on objects the CRD rules
+    # (which from_manifest evaluates) would refuse too, as an old object stored before a rule may be.
+    return OpenModel.model_validate(
         {"apiVersion": "llmaz.io/v1alpha1", "kind": "OpenModel", "metadata": {"name": name}, "spec": body}
     )
 
@@ -118,7 +120,7 @@ def playground(name: str, spec: dict[str, Any], *, namespace: str | None = None,
     metadata: dict[str, Any] = {"name": name, **meta}
     if namespace:
         metadata["namespace"] = namespace
-    return Playground.from_manifest(
+    return Playground.model_validate(
         {
             "apiVersion": "inference.llmaz.io/v1alpha1",
             "kind": "Playground",

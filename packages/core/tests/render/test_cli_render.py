@@ -8,9 +8,9 @@ import yaml
 from render_helpers import EXAMPLES
 from typer.testing import CliRunner
 
-from llmaz.cli import _register, app
+from llmaz.cli import app, mount
 
-_register()
+mount()
 
 
 def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
@@ -60,7 +60,10 @@ def test_render_reports_render_errors_with_the_file_of_the_object(tmp_path: Path
     )
     code, _, err = run("-f", str(models), "-f", str(pg))
     assert code == 1
-    assert err.strip() == f"{pg}: Playground/p: spec.modelClaim.modelName: OpenModel 'missing' not found"
+    assert err.strip() == (
+        f"{pg}: Playground/p: spec.modelClaim.modelName: OpenModel 'missing' not found; "
+        "known OpenModels: opt-125m"
+    )
 
 
 def test_render_reports_every_problem_of_the_input_in_one_run(tmp_path: Path) -> None:
@@ -84,8 +87,10 @@ def test_render_reports_every_problem_of_the_input_in_one_run(tmp_path: Path) ->
     assert out == ""
     assert err.strip().splitlines() == [
         f"{bad_schema}: Playground/a: spec.replica: Extra inputs are not permitted",
-        f"{bad_refs}: Playground/b: spec.modelClaim.modelName: OpenModel 'missing' not found",
-        f"{bad_refs}: Playground/c: spec.backendRuntimeConfig.backendName: BackendRuntime 'nope' not found",
+        f"{bad_refs}: Playground/b: spec.modelClaim.modelName: OpenModel 'missing' not found; "
+        "known OpenModels: opt-125m",
+        f"{bad_refs}: Playground/c: spec.backendRuntimeConfig.backendName: BackendRuntime 'nope' not found; "
+        "known backends: llamacpp, ollama, sglang, tensorrt-llm, tgi, vllm",
     ]
 
 
@@ -106,14 +111,85 @@ def test_render_reports_unreadable_files(tmp_path: Path) -> None:
     code, _, err = run("-f", str(tmp_path / "nope.yaml"))
     assert code == 1
     assert "nope.yaml" in err
+
+
+def test_render_names_file_and_line_of_a_yaml_syntax_error(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
-    broken.write_text("a: [\n")
-    code, _, err = run("-f", str(broken))
+    broken.write_text("apiVersion: llmaz.io/v1alpha1\nkind: OpenModel\nmetadata:\n  name: [a\n")
+    code, out, err = run("-f", str(broken))
     assert code == 1
-    assert "invalid YAML" in err
+    assert out == ""
+    assert err.startswith(f"{broken}:5:1: invalid YAML: ")
+    assert "<unicode string>" not in err
+    code, _, err = run("-f", "-", stdin="a: 1\nb: : c\n")
+    assert code == 1
+    assert err.startswith("<stdin>:2:4: invalid YAML: mapping values are not allowed here")
+
+
+def test_render_refuses_a_document_of_an_unknown_kind(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.yaml"
+    odd.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    code, out, err = run("-f", str(odd))
+    assert code == 1
+    assert out == ""
+    assert err.strip() == (
+        f"{odd}: document 1: v1 ConfigMap is not an llmaz kind "
+        "(llmaz renders llmaz.io/v1alpha1 OpenModel, inference.llmaz.io/v1alpha1 BackendRuntime, "
+        "inference.llmaz.io/v1alpha1 Playground, inference.llmaz.io/v1alpha1 Service)"
+    )
+
+
+def test_render_refuses_a_typo_in_an_llmaz_kind_even_next_to_valid_documents(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(
+        (EXAMPLES / "huggingface" / "playground.yaml").read_text()
+        + "\n---\napiVersion: inference.llmaz.io/v1alpha1\nkind: Playgroud\nmetadata: {name: x}\n"
+    )
+    code, out, err = run("-f", str(typo))
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"{typo}: document 3: inference.llmaz.io/v1alpha1 Playgroud is not an llmaz kind")
+
+
+def test_render_skips_other_apis_next_to_llmaz_kinds(tmp_path: Path) -> None:
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n---\n"
+        + (EXAMPLES / "huggingface" / "playground.yaml").read_text()
+    )
+    code, out, err = run("-f", str(mixed))
+    assert code == 0, err
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Service", "LeaderWorkerSet", "Service"]
+
+
+def test_render_refuses_an_empty_input(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing yet\n---\n")
+    code, out, err = run("-f", str(empty))
+    assert code == 1
+    assert out == ""
+    assert err.strip() == f"{empty}: no manifests in this input"
+    code, _, err = run("-f", "-", stdin="")
+    assert code == 1
+    assert err.strip() == "<stdin>: no manifests in this input"
 
 
 def test_render_without_plugins_needs_runtimes_in_the_files() -> None:
     code, _, err = run("--no-plugins", "-f", str(EXAMPLES / "huggingface" / "playground.yaml"))
     assert code == 1
-    assert "BackendRuntime 'vllm' not found" in err
+    assert "BackendRuntime 'vllm' not found; there are no backends (plugins were not consulted)" in err
+
+
+def test_render_refuses_what_the_api_server_would_refuse(tmp_path: Path) -> None:
+    # The CRD's CEL rules run offline too: an object the API server would refuse never renders.
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        (EXAMPLES / "huggingface" / "playground.yaml").read_text().split("\n---\n")[0]
+        + "\n---\napiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: Bad_PG}\n"
+        "spec:\n  modelClaim: {modelName: opt-125m}\n"
+    )
+    code, out, err = run("-f", str(bad))
+    assert code == 1
+    assert out == ""
+    assert err.startswith(f"{bad}: Playground/Bad_PG: metadata.name: metadata.name must be a DNS-1123 label")
+    assert err.strip().endswith("(got Bad_PG)")

@@ -125,7 +125,7 @@ def test_vllm_starts_with_the_allocated_device_count(plugins: Any) -> None:
     assert 'exec "$@" --tensor-parallel-size "$n"' in c["command"][2]
 
 
-def test_backend_without_parallelism_flag_and_different_counts_is_an_error() -> None:
+def test_backend_without_tensor_parallel_flag_and_different_counts_is_an_error() -> None:
     with pytest.raises(InvalidFlavor) as err:
         render([A100, L4X2], StandInBackend())
     assert "different device counts" in str(err.value)

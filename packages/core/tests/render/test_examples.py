@@ -11,7 +11,7 @@ from syrupy.assertion import SnapshotAssertion
 from llmaz.cli.render import dump_yaml_stream
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_manifests
-from llmaz.testing.schemas import validate_object
+from llmaz_devkit.schemas import validate_object
 
 FILES = example_files()
 IDS = [str(p.relative_to(EXAMPLES)) for p in FILES]

@@ -12,13 +12,13 @@ from hypothesis import strategies as st
 from render_helpers import StandInAutoscaler, StandInBackend
 
 from llmaz.api import Service as ApiService
+from llmaz.api.validation import CelValidator
 from llmaz.cli.render import dump_yaml_stream
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import RenderError, render_manifests
-from llmaz.testing.cel import CelValidator
-from llmaz.testing.schemas import validate_object, validator_for
+from llmaz_devkit.schemas import validate_object, validator_for
 
 
 class Plugins:
@@ -157,13 +157,13 @@ def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
         spec["modelClaims"] = {"models": models}
         if claimed_flavors:
             spec["modelClaims"]["inferenceFlavors"] = claimed_flavors
-    brc: dict[str, Any] = {
+    runtime_config: dict[str, Any] = {
         "backendName": draw(
             st.sampled_from(["vllm", "sglang", "llamacpp", "ollama", "tgi", "tensorrt-llm", "standin"])
         )
     }
     if draw(st.booleans()):
-        brc["envs"] = draw(
+        runtime_config["envs"] = draw(
             st.lists(
                 st.builds(
                     lambda n, v: {"name": n, "value": v}, st.sampled_from(["A", "B", "HF_TOKEN"]), label
@@ -172,19 +172,23 @@ def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
             )
         )
     if draw(st.booleans()):
-        brc["args"] = draw(st.lists(st.sampled_from(["--x", "-fa", "{{ .ModelPath }}"]), max_size=3))
+        runtime_config["args"] = draw(
+            st.lists(st.sampled_from(["--x", "-fa", "{{ .ModelPath }}"]), max_size=3)
+        )
     if draw(st.booleans()):
-        brc["resources"] = {
+        runtime_config["resources"] = {
             "requests": {"cpu": draw(st.sampled_from(["1", "500m", 4])), "memory": "8Gi"},
             "limits": {"cpu": draw(st.sampled_from(["2", "250m"]))},
         }
     if draw(st.booleans()):
-        brc["sharedMemorySize"] = draw(st.sampled_from(["1Gi", "512Mi"]))
+        runtime_config["sharedMemorySize"] = draw(st.sampled_from(["1Gi", "512Mi"]))
     if draw(st.booleans()):
-        brc["configName"] = draw(st.sampled_from(["default", "speculative-decoding", "parallel", "nope"]))
+        runtime_config["configName"] = draw(
+            st.sampled_from(["default", "speculative-decoding", "parallel", "nope"])
+        )
     if draw(st.booleans()):
-        brc["version"] = "v9"
-    spec["backendRuntimeConfig"] = brc
+        runtime_config["version"] = "v9"
+    spec["backendRuntimeConfig"] = runtime_config
     if draw(st.booleans()):
         spec["elasticConfig"] = {"minReplicas": 1, "maxReplicas": draw(st.integers(1, 4))}
     meta: dict[str, Any] = {"name": draw(st.sampled_from(["pg", "my-model"]))}

@@ -37,7 +37,7 @@ from llmaz.api import (
     parse_manifest,
     parse_manifests,
 )
-from llmaz.testing.cel import validate_manifest
+from llmaz.api.validation import validate_manifest
 
 
 def _model() -> OpenModel:
@@ -197,7 +197,7 @@ def test_kind_metadata() -> None:
     assert OpenModel.scale is None
 
 
-API_INDEX = Path(__file__).resolve().parents[4] / "docs" / "reference" / "api" / "index.md"
+API_INDEX = Path(__file__).resolve().parents[4] / "docs" / "reference" / "sdk.md"
 
 
 def test_documented_sdk_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -211,3 +211,16 @@ def test_documented_sdk_example_runs(capsys: pytest.CaptureFixture[str]) -> None
     assert "kind: Playground" in out
     assert "spec.replicas" in out
     assert "input_value=-1" in out
+
+
+def test_new_refuses_a_name_the_api_server_refuses() -> None:
+    from llmaz.api import ModelHub, ModelSource, ModelSpec, OpenModel
+
+    spec = ModelSpec(family_name="qwen2", source=ModelSource(model_hub=ModelHub(model_id="Qwen/Qwen2")))
+    with pytest.raises(ValidationError) as raised:
+        OpenModel.new("bad.name", spec=spec)
+    (error,) = raised.value.errors()
+    assert error["loc"] == ("metadata", "name")
+    assert error["msg"].startswith("metadata.name must be a DNS-1123 label")
+    assert error["msg"].endswith("(got bad.name)")
+    assert OpenModel.new("good-name", spec=spec).name == "good-name"

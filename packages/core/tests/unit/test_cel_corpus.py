@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
-from llmaz.api import KINDS, kind_for, parse_manifest
+from llmaz.api import KINDS, Resource, kind_for, parse_manifest
 from llmaz.api._base import RULE_ID_KEY
-from llmaz.testing.cel import CelValidator, all_rule_ids, validate_manifest
+from llmaz.api.validation import CelValidator, all_rule_ids, field_location, validate_manifest
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "invalid"
 CASES = sorted(CORPUS.glob("*.yaml"))
@@ -47,7 +48,7 @@ def test_invalid_case_fails_exactly_its_rule(path: Path) -> None:
     assert ("got" in case) == (case["rule"] in _rules_showing_the_value()), "got: iff the rule shows a value"
     obj = case["object"]
     # schema-valid: only the CEL rule rejects it
-    model = parse_manifest(obj)
+    model = kind_of(obj).model_validate(obj)
     assert model.to_manifest() == json.loads(json.dumps(obj))
     failures = validate_manifest(obj)
     assert [f.rule_id for f in failures] == [case["rule"]], failures
@@ -57,6 +58,38 @@ def test_invalid_case_fails_exactly_its_rule(path: Path) -> None:
     assert failure.message.startswith(case["expect"]), failure.message
     if "got" in case:
         assert failure.message.endswith(f" (got {case['got']})"), failure.message
+
+
+def kind_of(obj: dict[str, Any]) -> type[Resource]:
+    kind = kind_for(obj["apiVersion"], obj["kind"])
+    assert kind is not None
+    return kind
+
+
+@pytest.mark.parametrize("path", CASES, ids=[p.stem for p in CASES])
+def test_sdk_refuses_every_invalid_case_like_the_api_server(path: Path) -> None:
+    """``from_manifest``/``parse_manifest`` and ``new`` raise the field and message the CRD rule gives."""
+    case = _load(path)
+    obj = case["object"]
+    for build in (
+        lambda: parse_manifest(obj),
+        lambda: kind_of(obj).from_manifest(obj),
+        lambda: kind_of(obj).new(
+            obj["metadata"]["name"],
+            namespace=obj["metadata"].get("namespace"),
+            **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")},
+        ),
+    ):
+        with pytest.raises(ValidationError) as raised:
+            build()
+        errors = raised.value.errors()
+        assert len(errors) == 1, errors
+        error = errors[0]
+        assert error["type"] == "cel_rule"
+        assert error["loc"] == field_location(case["field"])
+        assert error["msg"].startswith(case["expect"])
+        if "got" in case:
+            assert error["msg"].endswith(f" (got {case['got']})")
 
 
 @pytest.mark.parametrize(

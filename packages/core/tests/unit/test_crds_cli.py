@@ -7,15 +7,15 @@ import shutil
 import yaml
 from typer.testing import CliRunner
 
-from llmaz import crdgen
-from llmaz.cli import _register, app
+from llmaz.cli import app, mount
 from llmaz.cli.crds import CRD_FILES, crds_yaml
+from llmaz_devkit import crdgen
 
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 
 
 def test_crds_command_prints_the_four_crds() -> None:
-    _register()
+    mount()
     result = CliRunner().invoke(app, ["crds"])
     assert result.exit_code == 0, result.output
     docs = [d for d in yaml.safe_load_all(result.stdout) if d]

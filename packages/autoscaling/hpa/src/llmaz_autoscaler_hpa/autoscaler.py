@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmaz.api import HPATrigger, Playground
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.plugins import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 
 HPA_API_VERSION = "autoscaling/v2"
@@ -27,36 +28,36 @@ class HPAAutoscaler(Autoscaler):
     description: ClassVar[str] = "HorizontalPodAutoscaler on the Playground scale subresource"
     managed_kinds: ClassVar[tuple[tuple[str, str], ...]] = ((HPA_API_VERSION, HPA_KIND),)
 
-    def trigger(self, inp: AutoscalingInput) -> tuple[HPATrigger | None, str]:
+    def trigger(self, request: AutoscalingInput) -> tuple[HPATrigger | None, str]:
         """The HPA trigger to use and where it came from."""
-        elastic = inp.playground.spec.elastic_config
+        elastic = request.playground.spec.elastic_config
         if (
             elastic is not None
             and elastic.scale_trigger is not None
             and elastic.scale_trigger.hpa is not None
         ):
             return elastic.scale_trigger.hpa, "spec.elasticConfig.scaleTrigger.hpa"
-        config = inp.recommended_config
+        config = request.recommended_config
         if config is not None and config.scale_trigger is not None and config.scale_trigger.hpa is not None:
-            runtime = inp.backend_runtime.name if inp.backend_runtime else "?"
+            runtime = request.backend_runtime.name if request.backend_runtime else "?"
             return config.scale_trigger.hpa, f"BackendRuntime {runtime} config {config.name}"
         return None, ""
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
-        playground = inp.playground
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
+        playground = request.playground
         elastic = playground.spec.elastic_config
         out = AutoscalingOutput()
         if elastic is None:
             return out
-        trigger, _source = self.trigger(inp)
+        trigger, _source = self.trigger(request)
         if trigger is None:
-            runtime = inp.backend_runtime.name if inp.backend_runtime else "(unresolved)"
+            runtime = request.backend_runtime.name if request.backend_runtime else "(unresolved)"
             out.problems.append(
                 AutoscalingProblem(
                     REASON_NO_TRIGGER,
                     "elasticConfig is set but there is no HPA trigger: set elasticConfig.scaleTrigger.hpa "
                     f"or use a config of BackendRuntime {runtime} with a scaleTrigger "
-                    f"(config {inp.config_name!r} has none); no HorizontalPodAutoscaler is created",
+                    f"(config {request.config_name!r} has none); no HorizontalPodAutoscaler is created",
                 )
             )
             return out
@@ -81,7 +82,7 @@ def build_hpa(
     """The HPA manifest (owner references are the caller's job)."""
     metadata: dict[str, Any] = {
         "name": playground.name,
-        "labels": {"app.kubernetes.io/managed-by": "llmaz", "llmaz.io/playground": playground.name},
+        "labels": {MANAGED_BY: MANAGER, "llmaz.io/playground": playground.name},
     }
     if playground.metadata.namespace:
         metadata["namespace"] = playground.metadata.namespace

@@ -26,10 +26,10 @@ class KarpenterAutoscaler(Autoscaler):
     name: ClassVar[str] = "karpenter"
     description: ClassVar[str] = "node requirements and do-not-disrupt for stock Karpenter"
 
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         out = AutoscalingOutput(pod_annotations={DO_NOT_DISRUPT: "true"})
         preferred: str | None = None
-        for flavor in inp.flavors:
+        for flavor in request.flavors:
             try:
                 reqs = param_requirements(flavor)
                 capacity = capacity_types(flavor)

@@ -1,4 +1,4 @@
-"""``llmaz karpenter ...``: exposed to the core CLI through the ``llmaz.cli`` entry-point group."""
+"""``llmaz karpenter ...``: mounted through the ``llmaz_register_commands`` hook (plugin.py)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmaz.api import Flavor, OpenModel
+from llmaz.api.conventions import LABEL_MODEL_NAME, MANAGED_BY, MANAGER
 from llmaz_autoscaler_karpenter.hints import (
     CAPACITY_TYPE_LABEL,
     capacity_types,
@@ -69,8 +70,8 @@ def nodepool_for_flavor(
         "metadata": {
             "name": _dns_name("llmaz", model.name, flavor.name),
             "labels": {
-                "app.kubernetes.io/managed-by": "llmaz",
-                "llmaz.io/model-name": model.name,
+                MANAGED_BY: MANAGER,
+                LABEL_MODEL_NAME: model.name,
                 "llmaz.io/flavor": flavor.name,
             },
         },

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
 from llmaz.plugins import SPECULATIVE_CONFIG, Backend, placeholder
 
 
@@ -23,7 +24,7 @@ class LlamaCppBackend(Backend):
     def _serve_args(self) -> list[str]:
         return [
             "-m",
-            placeholder("ModelPath"),
+            placeholder(MODEL_PATH),
             *self.model_name_args(),
             "--host",
             "0.0.0.0",
@@ -46,7 +47,7 @@ class LlamaCppBackend(Backend):
                 args=[
                     *self._serve_args(),
                     "-md",
-                    placeholder("DraftModelPath"),
+                    placeholder(DRAFT_MODEL_PATH),
                     "--draft-max",
                     "16",
                     "--draft-min",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmaz.api import EnvVar, RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import MODEL_NAME
 from llmaz.plugins import Backend, placeholder
 
 READY_FILE = "/tmp/llmaz-model-ready"
@@ -41,7 +42,7 @@ class OllamaBackend(Backend):
                 f"rm -f {READY_FILE};",
                 "ollama serve & server=$!;",
                 "until ollama list >/dev/null 2>&1; do sleep 1; done;",
-                f"ollama pull {placeholder('ModelName')} && touch {READY_FILE};",
+                f"ollama pull {placeholder(MODEL_NAME)} && touch {READY_FILE};",
                 "wait $server",
             ]
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
 from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
 
 SERVER = ["python3", "-m", "sglang.launch_server"]
@@ -25,7 +26,6 @@ class SGLangBackend(Backend):
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
-    parallelism_flag: ClassVar[str | None] = "--tp"
 
     def command(self) -> list[str]:
         return list(SERVER)
@@ -33,7 +33,7 @@ class SGLangBackend(Backend):
     def _serve_args(self) -> list[str]:
         return [
             "--model-path",
-            placeholder("ModelPath"),
+            placeholder(MODEL_PATH),
             *self.model_name_args(),
             "--host",
             "0.0.0.0",
@@ -69,7 +69,7 @@ class SGLangBackend(Backend):
                     "--speculative-algorithm",
                     "STANDALONE",
                     "--speculative-draft-model-path",
-                    placeholder("DraftModelPath"),
+                    placeholder(DRAFT_MODEL_PATH),
                     "--speculative-num-steps",
                     "3",
                     "--speculative-eagle-topk",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import MODEL_PATH
 from llmaz.plugins import Backend, placeholder
 
 
@@ -30,7 +31,7 @@ class TensorRTLLMBackend(Backend):
         return [
             RecommendedConfig(
                 name="default",
-                args=[placeholder("ModelPath"), "--host", "0.0.0.0", "--port", str(self.port)],
+                args=[placeholder(MODEL_PATH), "--host", "0.0.0.0", "--port", str(self.port)],
                 resources=ResourceRequirements(
                     limits={"cpu": 4, "memory": "16Gi"}, requests={"cpu": 4, "memory": "16Gi"}
                 ),

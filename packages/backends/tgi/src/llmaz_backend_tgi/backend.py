@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import MODEL_PATH
 from llmaz.plugins import Backend, placeholder
 
 
@@ -25,7 +26,7 @@ class TGIBackend(Backend):
                 name="default",
                 args=[
                     "--model-id",
-                    placeholder("ModelPath"),
+                    placeholder(MODEL_PATH),
                     "--hostname",
                     "0.0.0.0",
                     "--port",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
+from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
 from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
 
 SERVER = ["vllm", "serve"]
@@ -25,14 +26,13 @@ class VLLMBackend(Backend):
     tensor_parallel_flag: ClassVar[str | None] = "--tensor-parallel-size"
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
-    parallelism_flag: ClassVar[str | None] = "--tensor-parallel-size"
 
     def command(self) -> list[str]:
         return list(SERVER)
 
     def _serve_args(self) -> list[str]:
         return [
-            placeholder("ModelPath"),
+            placeholder(MODEL_PATH),
             *self.model_name_args(),
             "--host",
             "0.0.0.0",
@@ -56,7 +56,7 @@ class VLLMBackend(Backend):
         # NotImplementedError, and the method name documents what llmaz's `role: draft` claim means.
         speculative = (
             '{"method": "draft_model", "model": "'
-            + placeholder("DraftModelPath")
+            + placeholder(DRAFT_MODEL_PATH)
             + '", "num_speculative_tokens": 5}'
         )
         return [

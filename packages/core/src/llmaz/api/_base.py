@@ -12,6 +12,8 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
+from llmaz.api.conventions import DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN
+
 RULE_ID_KEY = "x-llmaz-rule-id"
 """Private JSON-schema key naming a CEL rule; ``llmaz.crdgen`` strips it from the written CRDs."""
 
@@ -147,12 +149,11 @@ class Condition(ApiModel):
 Scope = Literal["Namespaced", "Cluster"]
 
 
-DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-
 NAME_IS_DNS_LABEL = CelRule(
     id="metadata-name-dns-label",
     rule=(
-        "!has(self.metadata.name) || (size(self.metadata.name) <= 63 && "
+        "!has(self.metadata.name) || (size(self.metadata.name) <= "
+        f"{DNS_LABEL_MAX_LENGTH} && "
         f"self.metadata.name.matches('{DNS_LABEL_PATTERN}'))"
     ),
     message=(
@@ -218,20 +219,39 @@ class Resource(ApiModel):
 
     @classmethod
     def new(cls, name: str, *, namespace: str | None = None, **fields: Any) -> Self:
-        """Build an object in code: ``Playground.new("qwen", spec=PlaygroundSpec(...))``."""
+        """Build an object in code: ``Playground.new("qwen", spec=PlaygroundSpec(...))``.
+
+        :raises pydantic.ValidationError: what the API server would refuse: the schema, and the CRD's
+            CEL rules (a DNS-label name, min <= max replicas...), each at the field it names.
+        """
         meta = ObjectMeta(name=name, namespace=namespace) if namespace else ObjectMeta(name=name)
-        return cls(api_version=cls.api_version_string(), kind=cls.kind_name(), metadata=meta, **fields)
+        obj = cls(api_version=cls.api_version_string(), kind=cls.kind_name(), metadata=meta, **fields)
+        obj.check_rules()
+        return obj
 
     @classmethod
     def from_manifest(cls, data: dict[str, Any]) -> Self:
-        """Parse one manifest dict (as loaded from YAML/JSON) into a typed object."""
+        """Parse one manifest dict (as loaded from YAML/JSON) into a typed object.
+
+        :raises ValueError: the manifest is of another apiVersion/kind.
+        :raises pydantic.ValidationError: what the API server would refuse (schema and CEL rules).
+        """
         api_version, kind = data.get("apiVersion"), data.get("kind")
         if api_version != cls.api_version_string() or kind != cls.kind_name():
             raise ValueError(
                 f"expected apiVersion {cls.api_version_string()} kind {cls.kind_name()}, "
                 f"got apiVersion {api_version} kind {kind}"
             )
-        return cls.model_validate(data)
+        obj = cls.model_validate(data)
+        obj.check_rules()
+        return obj
+
+    def check_rules(self) -> None:
+        """Evaluate the CRD's CEL rules offline; :class:`pydantic.ValidationError` on the first failure
+        set, with the API server's field path and message for each failed rule."""
+        from llmaz.api.validation import check_rules
+
+        check_rules(self)
 
     def to_manifest(self) -> dict[str, Any]:
         """The manifest dict: camelCase, only fields that were set (defaults stay implicit)."""

@@ -19,15 +19,17 @@ from llmaz.api._base import (
     Scope,
     ShortString,
 )
+from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names for them)
+    ANNOTATION_MODEL_PREHEAT,
+    LABEL_MODEL_FAMILY_NAME,
+    LABEL_MODEL_NAME,
+)
 from llmaz.api.k8s import ResourceList
 
 GROUP = "llmaz.io"
 VERSION = "v1alpha1"
 
 # Labels and annotations with a meaning to llmaz.
-LABEL_MODEL_NAME = "llmaz.io/model-name"
-LABEL_MODEL_FAMILY_NAME = "llmaz.io/model-family-name"
-ANNOTATION_MODEL_PREHEAT = "llmaz.io/model-preheat"
 
 HUGGINGFACE = "Huggingface"
 MODELSCOPE = "ModelScope"

@@ -20,6 +20,12 @@ from llmaz.api._base import (
     ScaleSubresource,
     Scope,
 )
+from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names for them)
+    ANNOTATION_FLAVORS,
+    ANNOTATION_SKIP_MODEL_LOADER,
+    DEFAULT_BACKEND,
+    MODEL_RUNNER,
+)
 from llmaz.api.core import MAX_FLAVORS, ModelClaim, ModelClaims
 from llmaz.api.k8s import (
     K8S_BOUNDS_KEY,
@@ -37,10 +43,8 @@ from llmaz.api.k8s import (
 GROUP = "inference.llmaz.io"
 VERSION = "v1alpha1"
 
-ANNOTATION_SKIP_MODEL_LOADER = "llmaz.io/skip-model-loader"
-ANNOTATION_INFERENCE_SERVICE_FLAVORS = "llmaz.io/inference-service-flavors"
-DEFAULT_BACKEND = "vllm"
-MODEL_RUNNER_CONTAINER = "model-runner"
+ANNOTATION_INFERENCE_SERVICE_FLAVORS = ANNOTATION_FLAVORS
+MODEL_RUNNER_CONTAINER = MODEL_RUNNER
 
 CONDITION_AVAILABLE = "Available"
 CONDITION_PROGRESSING = "Progressing"

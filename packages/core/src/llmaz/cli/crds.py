@@ -12,7 +12,7 @@ from importlib import resources
 
 import typer
 
-from llmaz.cli import app
+from llmaz.plugins.registry import CommandRegistry
 
 CRD_FILES = (
     "openmodels.llmaz.io.yaml",
@@ -29,7 +29,10 @@ def crds_yaml() -> str:
     return "---\n" + "---\n".join(docs)
 
 
-@app.command()
 def crds() -> None:
     """Print the llmaz CRDs (apply them with `kubectl apply --server-side -f -`)."""
     typer.echo(crds_yaml(), nl=False)
+
+
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("crds", crds)

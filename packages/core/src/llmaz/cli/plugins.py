@@ -1,41 +1,25 @@
-"""``llmaz plugins ...`` and ``llmaz backends ...``; also attaches plugin-provided command groups.
-
-Plugins may add a command group through the entry-point group ``llmaz.cli`` (name = group name,
-value = a :class:`typer.Typer`), e.g. ``llmaz karpenter``. ``LLMAZ_DISABLED_PLUGINS`` and
-``LLMAZ_DISABLE_PLUGIN_AUTOLOAD`` apply to them as to the plugins themselves.
-"""
+"""``llmaz plugins ...`` and ``llmaz backends ...``: what is installed."""
 
 from __future__ import annotations
 
 import json
-import os
-from importlib import metadata
 from typing import Annotated
 
 import typer
-import yaml
 
+from llmaz import yamlfmt
+from llmaz.cli.catalog import hooks_markdown, supported_engines_markdown
 from llmaz.plugins import PluginManager
-from llmaz.plugins.catalog import hooks_markdown, supported_engines_markdown
-from llmaz.plugins.manager import ENV_DISABLED, ENV_NO_AUTOLOAD, parse_name_list
+from llmaz.plugins.registry import CommandRegistry
 
-CLI_ENTRY_POINT_GROUP = "llmaz.cli"
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """Prints multi-line strings (shell scripts) as literal blocks."""
-
-
-def _str_representer(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in data else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
-
-
-_BlockDumper.add_representer(str, _str_representer)
+NO_BACKEND_HINT = (
+    "no backend plugin is installed: install one, e.g. `pip install llmaz-backend-<engine>` "
+    "(see `llmaz backends table` on a full install, or the supported-engines docs page)"
+)
 
 
 def dump_yaml(obj: object) -> str:
-    return yaml.dump(obj, Dumper=_BlockDumper, sort_keys=False)
+    return yamlfmt.dump(obj)
 
 
 plugins_app = typer.Typer(name="plugins", help="Installed llmaz plugins.", no_args_is_help=True)
@@ -57,7 +41,7 @@ def list_plugins(
             "version": p.version or "-",
             "origin": p.origin,
             "status": p.status,
-            "provides": ", ".join([*p.backends, *p.autoscalers]) or "-",
+            "provides": ", ".join([*p.backends, *p.autoscalers, *(f"llmaz {c}" for c in p.commands)]) or "-",
         }
         for p in manager.plugins
     ]
@@ -96,6 +80,8 @@ def show_backend(
     if backend is None:
         known = ", ".join(sorted(manager.backends)) or "none"
         typer.echo(f"error: no backend {name!r} (installed: {known})", err=True)
+        if not manager.backends:
+            typer.echo(f"  {NO_BACKEND_HINT}", err=True)
         for info in manager.plugins:
             if info.name == name and info.status != "loaded":
                 typer.echo(
@@ -111,6 +97,8 @@ def show_backend(
 def list_backends() -> None:
     """List backend names with their default image."""
     manager = PluginManager.from_environment()
+    if not manager.backends:
+        typer.echo(NO_BACKEND_HINT, err=True)
     for name in sorted(manager.backends):
         b = manager.backends[name]
         typer.echo(f"{name}\t{b.image}:{b.version}")
@@ -124,35 +112,6 @@ def backends_table(
     typer.echo(supported_engines_markdown(PluginManager.from_environment(), builtin_only=builtin), nl=False)
 
 
-def _plugin_command_groups() -> list[tuple[str, typer.Typer]]:
-    if os.environ.get(ENV_NO_AUTOLOAD, "").strip().lower() in {"1", "true", "yes", "on"}:
-        return []
-    disabled = parse_name_list(os.environ.get(ENV_DISABLED))
-    groups: list[tuple[str, typer.Typer]] = []
-    for ep in sorted(metadata.entry_points(group=CLI_ENTRY_POINT_GROUP), key=lambda e: e.name):
-        if ep.name in disabled:
-            continue
-        try:
-            sub = ep.load()
-        except Exception as exc:  # a broken plugin never breaks the CLI
-            typer.echo(f"warning: command group {ep.name!r} from {ep.value} failed to load: {exc}", err=True)
-            continue
-        if isinstance(sub, typer.Typer):
-            groups.append((ep.name, sub))
-        else:
-            typer.echo(f"warning: command group {ep.name!r} ({ep.value}) is not a typer.Typer", err=True)
-    return groups
-
-
-_registered: set[int] = set()
-
-
-def register(app: typer.Typer) -> None:
-    """Attach ``plugins``, ``backends`` and every plugin command group to ``app`` (idempotent)."""
-    if id(app) in _registered:
-        return
-    _registered.add(id(app))
-    app.add_typer(plugins_app)
-    app.add_typer(backends_app)
-    for name, sub in _plugin_command_groups():
-        app.add_typer(sub, name=name)
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("plugins", plugins_app)
+    register.add("backends", backends_app)

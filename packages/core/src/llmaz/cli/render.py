@@ -14,6 +14,10 @@ from typing import Annotated, Any
 import typer
 import yaml
 
+from llmaz import yamlfmt
+from llmaz.api import KINDS, kind_for
+from llmaz.errors import LlmazError
+from llmaz.plugins.registry import CommandRegistry
 from llmaz.render import (
     DEFAULT_MODEL_LOADER_IMAGE,
     InvalidManifest,
@@ -26,55 +30,76 @@ from llmaz.render import (
 __all__ = ["dump_yaml_stream", "load_documents", "render"]
 
 
-class _NoAliasDumper(yaml.SafeDumper):
-    """Plain YAML: never ``&id001`` anchors, whatever objects share."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str_presenter(dumper: yaml.SafeDumper, data: str) -> yaml.Node:
-    if "\n" in data:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
-
-
-_NoAliasDumper.add_representer(str, _str_presenter)
-
-
 def dump_yaml_stream(objects: list[dict[str, Any]]) -> str:
     """A ``---``-separated YAML stream, keys in render order."""
-    return yaml.dump_all(objects, Dumper=_NoAliasDumper, sort_keys=False, explicit_start=True)
+    return yamlfmt.dump_all(objects)
 
 
-class _InputError(Exception):
+class _InputError(LlmazError):
     def __init__(self, source: str, message: str) -> None:
         super().__init__(f"{source}: {message}")
 
 
+def _yaml_error(name: str, exc: yaml.YAMLError) -> _InputError:
+    """``<file>:<line>:<column>: invalid YAML: <problem>``, never PyYAML's ``"<unicode string>"``."""
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
+        return _InputError(f"{name}:{mark.line + 1}:{mark.column + 1}", f"invalid YAML: {problem}")
+    return _InputError(name, f"invalid YAML: {exc}")
+
+
+def _llmaz_groups() -> set[str]:
+    return {cls.api_version_string().split("/")[0] for cls in KINDS}
+
+
 def load_documents(source: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
-    """Documents of one file (``-`` = stdin) as ``(source, document)`` pairs."""
+    """Documents of one file (``-`` = stdin) as ``(source, document)`` pairs.
+
+    :raises _InputError: the file cannot be read, is not YAML, holds no document, holds a document
+        with a kind of an llmaz API group that does not exist (a typo), or holds no llmaz kind at all.
+        Documents of other APIs next to llmaz ones (a Gateway in an example) are skipped.
+    """
     name = "<stdin>" if source == "-" else source
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         raise _InputError(name, exc.strerror or str(exc)) from None
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
-        raise _InputError(name, f"invalid YAML: {exc}") from None
-    for doc in docs:
-        if doc is not None and not isinstance(doc, dict):
-            raise _InputError(name, f"a document is a {type(doc).__name__}, not a mapping")
-        yield name, doc
+        raise _yaml_error(name, exc) from None
+    if not docs:
+        raise _InputError(name, "no manifests in this input")
+    foreign: list[str] = []
+    for number, doc in enumerate(docs, start=1):
+        if not isinstance(doc, dict):
+            raise _InputError(name, f"document {number} is a {type(doc).__name__}, not a mapping")
+        api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
+        if kind_for(api_version, kind) is None:
+            if api_version.split("/", maxsplit=1)[0] in _llmaz_groups() or not kind:
+                raise _InputError(name, f"document {number}: {_not_llmaz(api_version, kind)}")
+            foreign.append(f"document {number}: {_not_llmaz(api_version, kind)}")
+    if len(foreign) == len(docs):
+        raise _InputError(name, "; ".join(foreign))
+    yield from ((name, doc) for doc in docs)
+
+
+def _not_llmaz(api_version: str, kind: str) -> str:
+    known = ", ".join(f"{cls.api_version_string()} {cls.kind_name()}" for cls in KINDS)
+    what = f"{api_version or '(no apiVersion)'} {kind or '(no kind)'}"
+    return f"{what} is not an llmaz kind (llmaz renders {known})"
 
 
 def _plugins() -> PluginSource:
+    from llmaz.cli.plugins import NO_BACKEND_HINT
     from llmaz.plugins.manager import PluginManager
 
     manager = PluginManager.from_environment()
     for error in manager.errors:
         typer.echo(f"warning: {error}", err=True)
+    if not manager.backends:
+        typer.echo(f"note: {NO_BACKEND_HINT}", err=True)
     return manager
 
 
@@ -124,3 +149,7 @@ def _source_of(sourced: list[tuple[str, dict[str, Any] | None]], err: RenderErro
         if doc.get("kind") == err.kind and name == err.name:
             return source
     return sourced[0][0] if len(sourced) == 1 or all(s == sourced[0][0] for s, _ in sourced) else "<input>"
+
+
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("render", render)

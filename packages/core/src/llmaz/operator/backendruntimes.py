@@ -10,9 +10,9 @@ from __future__ import annotations
 import logging
 
 from llmaz.api import BackendRuntime
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.diff import contains
 from llmaz.operator.runtime import Runtime
-from llmaz.render.common import MANAGED_BY, MANAGER
 
 log = logging.getLogger("llmaz.operator")
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from kubernetes import client, config
 
-from llmaz.render.common import MANAGER
+from llmaz.api.conventions import MANAGER
 
 FIELD_MANAGER = MANAGER
 """Field manager of every server-side apply and patch the operator makes."""

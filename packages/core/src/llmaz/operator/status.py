@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_PROGRESSING
-from llmaz.render.common import MANAGED_BY, MANAGER
 from llmaz.render.errors import RenderError
 
 __all__ = [

@@ -2,7 +2,8 @@
 
 A plugin is a module published under the entry-point group ``llmaz`` that declares
 ``LLMAZ_PLUGIN_API`` and implements registration hooks (see :mod:`llmaz.plugins.hookspecs`) with
-:data:`hookimpl`, registering :class:`Backend` and/or :class:`Autoscaler` subclasses.
+:data:`hookimpl`, registering :class:`Backend` and/or :class:`Autoscaler` subclasses and ``llmaz``
+commands.
 """
 
 from llmaz.plugins.autoscaler import (
@@ -30,7 +31,7 @@ from llmaz.plugins.manager import (
     PluginLoadError,
     PluginManager,
 )
-from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, RegistrationError
+from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, CommandRegistry, RegistrationError
 
 __all__ = [
     "BACKEND_RUNTIME_LABELS",
@@ -47,6 +48,7 @@ __all__ = [
     "AutoscalingProblem",
     "Backend",
     "BackendRegistry",
+    "CommandRegistry",
     "MultiHostRecipe",
     "NodeAffinityHints",
     "PluginInfo",

@@ -105,5 +105,5 @@ class Autoscaler(ABC):
     description: ClassVar[str] = ""
 
     @abstractmethod
-    def render(self, inp: AutoscalingInput) -> AutoscalingOutput:
+    def render(self, request: AutoscalingInput) -> AutoscalingOutput:
         """Pure: what this autoscaler wants for one Playground. Must not do I/O."""

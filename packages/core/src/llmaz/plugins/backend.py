@@ -15,6 +15,18 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmaz.api import BackendRuntime, EnvVar, RecommendedConfig
+from llmaz.api.conventions import (
+    DEFAULT_CONFIG,
+    DEFAULT_GRACE_PERIOD_SECONDS,
+    KNOWN_VARIABLES,
+    MANAGED_BY,
+    MANAGER,
+    MODEL_NAME,
+    MULTI_HOST_CONFIG,
+    PLACEHOLDER,
+    SPECULATIVE_CONFIG,
+    placeholder,
+)
 from llmaz.plugins.devices import wrap_with_device_count
 
 __all__ = [
@@ -31,33 +43,15 @@ __all__ = [
     "placeholder",
 ]
 
-DEFAULT_CONFIG = "default"
-SPECULATIVE_CONFIG = "speculative-decoding"
-MULTI_HOST_CONFIG = "multi-host"
-
-PLACEHOLDER = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
-"""A llmaz args placeholder such as ``{{ .ModelPath }}`` (spaces optional, leading dot mandatory)."""
-
-KNOWN_VARIABLES: frozenset[str] = frozenset({"ModelPath", "ModelName", "DraftModelPath", "TP", "PP"})
-"""Variables the render layer fills: model path/name, draft model path, and flavor parallelism."""
-
 LWS_ENV: frozenset[str] = frozenset({"LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"})
 """Environment variables LeaderWorkerSet sets in every pod of a group (used as ``$(NAME)``)."""
-
-DEFAULT_GRACE_PERIOD_SECONDS = 130
-"""terminationGracePeriodSeconds of serving pods; a preStop drain must finish well before it."""
 
 BACKEND_RUNTIME_LABELS: dict[str, str] = {
     "app.kubernetes.io/name": "backendruntime",
     "app.kubernetes.io/part-of": "llmaz",
-    "app.kubernetes.io/managed-by": "llmaz",
+    MANAGED_BY: MANAGER,
 }
 """Labels on every BackendRuntime produced from a plugin."""
-
-
-def placeholder(variable: str) -> str:
-    """The canonical spelling of a placeholder: ``placeholder("ModelPath") == "{{ .ModelPath }}"``."""
-    return "{{ ." + variable + " }}"
 
 
 class MultiHostRecipe(BaseModel):
@@ -118,7 +112,9 @@ class Backend(ABC):
     tensor_parallel_flag: ClassVar[str | None] = None
     """Flag that sets the tensor-parallel degree of a single-host server (``--tensor-parallel-size``).
     When set, a single-host render adds it with the selected flavor's ``TP`` param, defaulting to the
-    number of accelerators the flavor gives one pod (only when that is more than one)."""
+    number of accelerators the flavor gives one pod (only when that is more than one). In DRA mode,
+    where the scheduler picks the flavor, the engine is started through a wrapper that counts the
+    GPUs allocated to the container and passes that count (:meth:`device_count_entrypoint`)."""
 
     # --- probes ---------------------------------------------------------------------------------
     health_path: ClassVar[str] = "/health"
@@ -134,10 +130,6 @@ class Backend(ABC):
     # --- capabilities ---------------------------------------------------------------------------
     supports_speculative_decoding: ClassVar[bool] = False
     supports_multi_host: ClassVar[bool] = False
-    parallelism_flag: ClassVar[str | None] = None
-    """Flag that sets how many accelerators one replica spreads the model over (vLLM's
-    ``--tensor-parallel-size``). When set, DRA mode starts the engine through a wrapper that counts
-    the GPUs allocated to the container and passes that count (:meth:`device_count_entrypoint`)."""
 
     # ------------------------------------------------------------------------------------------
     @property
@@ -160,7 +152,7 @@ class Backend(ABC):
         """The args that set the OpenAI model id to the OpenModel name (empty when unsupported)."""
         if self.model_name_flag is None:
             return []
-        return [self.model_name_flag, placeholder("ModelName")]
+        return [self.model_name_flag, placeholder(MODEL_NAME)]
 
     def multi_host_recipe(self) -> MultiHostRecipe | None:
         """How to run one replica over several pods, or ``None`` when unsupported."""
@@ -173,12 +165,12 @@ class Backend(ABC):
 
         Used in DRA mode, where the scheduler picks among flavors with different device counts.
         The default wraps ``command args`` in :func:`llmaz.plugins.devices.wrap_with_device_count`
-        with :attr:`parallelism_flag`; ``None`` when the engine has no such flag or the command is
+        with :attr:`tensor_parallel_flag`; ``None`` when the engine has no such flag or the command is
         the image's entrypoint (unknown, so it cannot be wrapped).
         """
-        if self.parallelism_flag is None or not command:
+        if self.tensor_parallel_flag is None or not command:
             return None
-        return wrap_with_device_count(command, args, self.parallelism_flag)
+        return wrap_with_device_count(command, args, self.tensor_parallel_flag)
 
     # --- probes -------------------------------------------------------------------------------
     def _http_get(self, path: str) -> dict[str, Any]:

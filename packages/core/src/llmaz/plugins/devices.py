@@ -2,7 +2,7 @@
 
 With Dynamic Resource Allocation and ``firstAvailable`` subrequests the scheduler, not llmaz, picks
 the flavor ("one A100, else two L4s"), so the args cannot carry the device count. A backend that
-sets :attr:`llmaz.plugins.Backend.parallelism_flag` gets a start wrapper: a POSIX shell script that
+sets :attr:`llmaz.plugins.Backend.tensor_parallel_flag` gets a start wrapper: a POSIX shell script that
 counts the GPU device nodes the DRA driver put into the container (``/dev/nvidia0``,
 ``/dev/nvidia1`` ...; ``nvidia-smi -L`` when there are none, e.g. with a driver that mounts devices
 differently), then ``exec``s the engine with ``<flag> <count>`` appended. It counts what the

@@ -11,6 +11,7 @@ A plugin module implements one or both hooks with :data:`hookimpl`::
 
     LLMAZ_PLUGIN_API = "1"
 
+
     @hookimpl
     def llmaz_register_backends(register: BackendRegistry) -> None:
         register.add(MyBackend)
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
-    from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry
+    from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, CommandRegistry
 
 PROJECT_NAME = "llmaz"
 """pluggy project name; also the entry-point group plugins are published under."""
@@ -72,4 +73,22 @@ def llmaz_register_autoscalers(register: AutoscalerRegistry) -> None:
     :class:`~llmaz.plugins.autoscaler.AutoscalingOutput`. Must not do I/O.
 
     .. versionadded:: plugin API 1
+    """
+
+
+@hookspec
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    """Add commands to the ``llmaz`` command line.
+
+    :param register: the registry to add to. Call ``register.add("name", app_or_function)`` once per
+        command: a ``typer.Typer`` becomes a command group (``llmaz karpenter nodepools``), a function
+        a single command.
+
+    Semantics: as the other registration hooks — called once per plugin at collection, every
+    implementation runs, a name must be unique across plugins and must not be a core command's, and
+    a failure skips only the offending plugin (``llmaz plugins list`` shows it with the reason).
+    Import the command module inside the implementation if it is costly: the operator collects
+    plugins too. Must not do I/O.
+
+    .. versionadded:: plugin API 1 (llmaz 0.1)
     """

@@ -25,22 +25,23 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Literal
 
 import pluggy
 
+from llmaz.api.conventions import is_dns_label
+from llmaz.errors import LlmazError
 from llmaz.plugins import hookspecs
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import DEFAULT_CONFIG, Backend
 from llmaz.plugins.hookspecs import PROJECT_NAME
-from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, RegistrationError
+from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, CommandRegistry, RegistrationError
 
 __all__ = [
     "ENTRY_POINT_GROUP",
-    "FIRST_PARTY_DISTRIBUTIONS",
     "PLUGIN_API_VERSION",
     "PluginInfo",
     "PluginLoadError",
@@ -58,28 +59,41 @@ attribute ``LLMAZ_PLUGIN_API``: a version (``"1"``) or comma-separated constrain
 PLUGIN_API_ATTRIBUTE = "LLMAZ_PLUGIN_API"
 ENTRY_POINT_GROUP = PROJECT_NAME
 
-FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset(
-    {
-        "llmaz-backend-vllm",
-        "llmaz-backend-sglang",
-        "llmaz-backend-llamacpp",
-        "llmaz-backend-ollama",
-        "llmaz-backend-tgi",
-        "llmaz-backend-tensorrt-llm",
-        "llmaz-autoscaler-hpa",
-        "llmaz-autoscaler-karpenter",
-    }
-)
-"""Distributions built in this repository; every other one is reported as ``third-party``."""
+SOURCE_URL_LABEL = "Source"
+"""A plugin distribution is ``builtin`` when its ``Project-URL: Source`` equals the ``llmaz``
+distribution's (every package of this repository declares the same one); any other is
+``third-party``. Core names no plugin distribution: the origin comes from the packages' metadata."""
 
 ENV_DISABLED = "LLMAZ_DISABLED_PLUGINS"
 ENV_NO_AUTOLOAD = "LLMAZ_DISABLE_PLUGIN_AUTOLOAD"
 ENV_TRACE = "LLMAZ_TRACE_PLUGINS"
 
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _CONSTRAINT = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*(\d+)\s*$")
 
-_KIND_HOOKS = (("backend", "llmaz_register_backends"), ("autoscaler", "llmaz_register_autoscalers"))
+_KIND_HOOKS = (
+    ("backend", "llmaz_register_backends"),
+    ("autoscaler", "llmaz_register_autoscalers"),
+    ("commands", "llmaz_register_commands"),
+)
+"""The kind a plugin shows in ``llmaz plugins list``, from the registration hooks it implements."""
+
+
+def _source_url(dist: metadata.Distribution | None) -> str | None:
+    if dist is None or not dist.metadata:
+        return None
+    for entry in dist.metadata.get_all("Project-URL") or []:
+        label, _, url = str(entry).partition(",")
+        if label.strip() == SOURCE_URL_LABEL:
+            return url.strip()
+    return None
+
+
+def _core_source_url() -> str | None:
+    try:
+        return _source_url(metadata.distribution(PROJECT_NAME))
+    except metadata.PackageNotFoundError:
+        return None
+
 
 Origin = Literal["builtin", "third-party", "local"]
 Status = Literal["loaded", "blocked", "error"]
@@ -136,20 +150,15 @@ class PluginInfo:
     status: Status = "loaded"
     backends: list[str] = field(default_factory=list)
     autoscalers: list[str] = field(default_factory=list)
+    commands: list[str] = field(default_factory=list)
     error: str | None = None
     hooks: list[str] = field(default_factory=list)
 
     @property
     def kind(self) -> str:
-        """``backend``, ``autoscaler``, ``backend+autoscaler`` or ``-`` (from the hooks implemented)."""
-        kinds = [
-            k
-            for k, hook in (
-                ("backend", "llmaz_register_backends"),
-                ("autoscaler", "llmaz_register_autoscalers"),
-            )
-            if hook in self.hooks
-        ]
+        """``backend``, ``autoscaler``, ``commands``, joined with ``+`` (``autoscaler+commands``), or
+        ``-`` (from the registration hooks implemented)."""
+        kinds = [k for k, hook in _KIND_HOOKS if hook in self.hooks]
         return "+".join(kinds) or "-"
 
     def describe(self) -> str:
@@ -161,14 +170,23 @@ class PluginInfo:
 
 
 @dataclass
-class PluginLoadError:
-    """Why one plugin was skipped. ``str()`` gives one line naming the plugin."""
+class PluginLoadError(LlmazError):
+    """Why one plugin was skipped. ``str()`` gives one line naming the plugin.
+
+    The manager collects these (:attr:`PluginManager.errors`) instead of raising them, so one broken
+    plugin never stops the others; a caller that wants to fail on the first one can ``raise`` it.
+    """
 
     plugin: str
     distribution: str | None
     version: str | None
     stage: Stage
     message: str
+
+    __hash__ = LlmazError.__hash__
+
+    def __post_init__(self) -> None:
+        super().__init__(str(self))
 
     def __str__(self) -> str:
         info = PluginInfo(self.plugin, self.distribution, self.version)
@@ -217,8 +235,11 @@ class PluginManager:
         self._collect_errors: list[PluginLoadError] = []
         self.backends: dict[str, Backend] = {}
         self.autoscalers: dict[str, Autoscaler] = {}
+        self.commands: dict[str, Callable[..., Any]] = {}
+        """``llmaz`` commands contributed by plugins (name -> ``typer.Typer`` or function)."""
         self._backend_owner: dict[str, str] = {}
         self._autoscaler_owner: dict[str, str] = {}
+        self._command_owner: dict[str, str] = {}
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -237,6 +258,7 @@ class PluginManager:
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
         """Import and register every entry point of ``group``; failures become :attr:`errors`."""
         seen: dict[str, str] = {}
+        core_source = _core_source_url()
         for ep in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
             dist_name, dist_version = self._dist_of(ep)
             if ep.name in seen:
@@ -250,7 +272,8 @@ class PluginManager:
                     )
                 continue
             seen[ep.name] = ep.value
-            origin: Origin = "builtin" if dist_name in FIRST_PARTY_DISTRIBUTIONS else "third-party"
+            source = _source_url(getattr(ep, "dist", None))
+            origin: Origin = "builtin" if source is not None and source == core_source else "third-party"
             if ep.name in self.disabled:
                 self._infos[ep.name] = PluginInfo(ep.name, dist_name, dist_version, origin, status="blocked")
                 log.info("plugin %r blocked by %s", ep.name, ENV_DISABLED)
@@ -358,8 +381,10 @@ class PluginManager:
         """Call the registration hooks plugin by plugin and validate what each contributes."""
         self.backends = {}
         self.autoscalers = {}
+        self.commands = {}
         self._backend_owner = {}
         self._autoscaler_owner = {}
+        self._command_owner = {}
         self._collect_errors = []
         for info in list(self._infos.values()):
             if info.status == "blocked" or (info.status == "error" and info.error and not info.hooks):
@@ -372,7 +397,7 @@ class PluginManager:
             if error is not None:
                 stage, message = error
                 info.status, info.error = "error", message
-                info.backends, info.autoscalers = [], []
+                info.backends, info.autoscalers, info.commands = [], [], []
                 err = PluginLoadError(info.name, info.distribution, info.version, stage, message)
                 self._collect_errors.append(err)
                 log.error("%s", err)
@@ -384,11 +409,14 @@ class PluginManager:
     def _collect_one(self, info: PluginInfo, plugin: object) -> tuple[Stage, str] | None:
         backends = BackendRegistry()
         autoscalers = AutoscalerRegistry()
+        commands = CommandRegistry()
         try:
             if "llmaz_register_backends" in info.hooks:
                 self._subset_call(plugin, "llmaz_register_backends", register=backends)
             if "llmaz_register_autoscalers" in info.hooks:
                 self._subset_call(plugin, "llmaz_register_autoscalers", register=autoscalers)
+            if "llmaz_register_commands" in info.hooks:
+                self._subset_call(plugin, "llmaz_register_commands", register=commands)
         except RegistrationError as exc:
             return "collect", str(exc)
         except Exception as exc:
@@ -412,6 +440,10 @@ class PluginManager:
                     "collect",
                     f"autoscaler {autoscaler.name!r} is already registered by {owner.describe()}",
                 )
+        for taken in commands.items:
+            if taken in self.commands:
+                owner = self._infos[self._command_owner[taken]]
+                return "collect", f"command {taken!r} is already registered by {owner.describe()}"
         for backend in backends.items:
             self.backends[backend.name] = backend
             self._backend_owner[backend.name] = info.name
@@ -420,12 +452,16 @@ class PluginManager:
             self._autoscaler_owner[autoscaler.name] = info.name
         info.backends = [b.name for b in backends.items]
         info.autoscalers = [a.name for a in autoscalers.items]
+        for command_name, command in commands.items.items():
+            self.commands[command_name] = command
+            self._command_owner[command_name] = info.name
+        info.commands = list(commands.items)
         return None
 
     @staticmethod
     def _validate_backend(backend: Backend) -> str | None:
         label = f"backend {backend.name!r}"
-        if not _DNS_LABEL.match(backend.name):
+        if not is_dns_label(backend.name):
             return f"{label}: name must be a DNS label (lowercase letters, digits, '-')"
         try:
             runtime = backend.backend_runtime()
@@ -441,7 +477,7 @@ class PluginManager:
     @staticmethod
     def _validate_autoscaler(autoscaler: Autoscaler) -> str | None:
         label = f"autoscaler {autoscaler.name!r}"
-        if not _DNS_LABEL.match(autoscaler.name):
+        if not is_dns_label(autoscaler.name):
             return f"{label}: name must be a DNS label (lowercase letters, digits, '-')"
         for pair in autoscaler.managed_kinds:
             if not (
@@ -487,6 +523,10 @@ class PluginManager:
 
     def owner_of_backend(self, name: str) -> PluginInfo | None:
         owner = self._backend_owner.get(name)
+        return self._infos.get(owner) if owner else None
+
+    def owner_of_command(self, name: str) -> PluginInfo | None:
+        owner = self._command_owner.get(name)
         return self._infos.get(owner) if owner else None
 
     def owner_of_autoscaler(self, name: str) -> PluginInfo | None:

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+import re
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
+from llmaz.errors import LlmazError
 from llmaz.plugins.autoscaler import Autoscaler
 from llmaz.plugins.backend import Backend
 
-__all__ = ["AutoscalerRegistry", "BackendRegistry", "RegistrationError"]
+__all__ = ["AutoscalerRegistry", "BackendRegistry", "CommandRegistry", "RegistrationError"]
 
 T = TypeVar("T", Backend, Autoscaler)
 
 
-class RegistrationError(Exception):
+class RegistrationError(LlmazError):
     """A plugin registered something invalid; the message says what."""
 
 
@@ -56,3 +59,32 @@ class AutoscalerRegistry(_Registry[Autoscaler]):
 
     kind = "autoscaler"
     base = Autoscaler
+
+
+_COMMAND_NAME = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
+
+
+class CommandRegistry:
+    """Passed to ``llmaz_register_commands``: call :meth:`add` once per ``llmaz`` command.
+
+    The core commands (``render``, ``crds``, ``plugins``...) are added the same way, so every command
+    is mounted by one function of :mod:`llmaz.cli`.
+    """
+
+    kind = "command"
+
+    def __init__(self) -> None:
+        self.items: dict[str, Callable[..., Any]] = {}
+
+    def add(self, name: str, command: Callable[..., Any]) -> None:
+        """Add ``llmaz <name>``: a ``typer.Typer`` (a command group) or a function (one command,
+        its parameters typed as typer options and arguments)."""
+        if not isinstance(name, str) or not _COMMAND_NAME.match(name):
+            raise RegistrationError(
+                f"command name {name!r} must be lowercase letters, digits and '-', starting with a letter"
+            )
+        if not callable(command):
+            raise RegistrationError(f"command {name!r}: {command!r} is neither a typer.Typer nor a function")
+        if name in self.items:
+            raise RegistrationError(f"command {name!r} registered twice")
+        self.items[name] = command

@@ -15,7 +15,6 @@ only it knows the owner's uid.
 
 from __future__ import annotations
 
-from llmaz.render.common import Rendered
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     ConfigNotFound,
@@ -33,6 +32,7 @@ from llmaz.render.errors import (
     UnknownTemplateVariable,
 )
 from llmaz.render.manifests import PluginSource, parse_document, render_manifests
+from llmaz.render.objects import Rendered
 from llmaz.render.plan import Plan, plan, plan_tree
 from llmaz.render.playground import infer_config_name, render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service

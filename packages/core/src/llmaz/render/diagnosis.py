@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from llmaz.render.common import LWS_WORKER_INDEX_LABEL, MODEL_RUNNER
+from llmaz.api.conventions import MODEL_RUNNER
+from llmaz.render.objects import LWS_WORKER_INDEX_LABEL
 
 LWS_GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
 LWS_SIZE_ANNOTATION = "leaderworkerset.sigs.k8s.io/size"

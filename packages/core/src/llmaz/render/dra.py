@@ -31,11 +31,12 @@ from pydantic import Field
 
 from llmaz.api import Flavor, Service, quantity
 from llmaz.api._base import ApiModel, Name, ShortString
+from llmaz.api.conventions import ANNOTATION_SELECTED_FLAVOR, DNS_LABEL_PATTERN, MODEL_RUNNER
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
-from llmaz.render.common import ANNOTATION_SELECTED_FLAVOR, MODEL_RUNNER, Rendered, find_container
 from llmaz.render.errors import InvalidFlavor, MultiHostUnsupported
 from llmaz.render.models import Models, resolve_claims
+from llmaz.render.objects import Rendered, find_container
 
 RESOURCE_API_VERSION = "resource.k8s.io/v1"
 CLAIM_TEMPLATE_KIND = "ResourceClaimTemplate"
@@ -45,7 +46,7 @@ PARAM_DEVICE_CLASS = "DEVICE-CLASS"
 PARAM_DEVICE_SELECTOR = "DEVICE-SELECTOR"
 PARAM_DEVICE_COUNT = "DEVICE-COUNT"
 DRA_PARAMS = (PARAM_DEVICE_CLASS, PARAM_DEVICE_SELECTOR, PARAM_DEVICE_COUNT)
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
 
 
 class DraSettings(ApiModel):

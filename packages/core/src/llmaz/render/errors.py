@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 
-class RenderError(Exception):
+from llmaz.errors import LlmazError
+
+
+def known_names(what: str, names: Iterable[str], limit: int = 20) -> str:
+    """``known OpenModels: a, b`` (sorted, at most ``limit``) or ``there are no OpenModels``.
+
+    Errors about an unknown name say what exists, so a typo is obvious from the message alone.
+    """
+    ordered = sorted(set(names))
+    if not ordered:
+        return f"there are no {what}"
+    shown = ", ".join(ordered[:limit])
+    more = f" (+{len(ordered) - limit} more)" if len(ordered) > limit else ""
+    return f"known {what}: {shown}{more}"
+
+
+class RenderError(LlmazError):
     """Base of every error raised by :mod:`llmaz.render`.
 
     :param field: path of the offending field in the owner object, e.g. ``spec.modelClaim.modelName``.
@@ -157,4 +174,5 @@ __all__ = [
     "RenderError",
     "RenderErrors",
     "UnknownTemplateVariable",
+    "known_names",
 ]

@@ -8,7 +8,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
-from llmaz.render.errors import InvalidManifest, RenderError, RenderErrors
+from llmaz.render.errors import (
+    BackendRuntimeNotFound,
+    InvalidManifest,
+    RenderError,
+    RenderErrors,
+    known_names,
+)
 from llmaz.render.plan import PluginSource, plan_tree
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
@@ -104,7 +110,13 @@ def render_manifests(
     for obj in parsed:
         try:
             if isinstance(obj, (Playground, Service)):
-                out += plan_tree(obj, models, runtimes, plugins, model_loader_image=model_loader_image)
+                try:
+                    out += plan_tree(obj, models, runtimes, plugins, model_loader_image=model_loader_image)
+                except BackendRuntimeNotFound as err:
+                    installed = plugins.backends if plugins is not None else {}
+                    err.reason += f"; {known_names('backends', [*runtimes, *installed])}"
+                    err.reason += "" if plugins is not None else " (plugins were not consulted)"
+                    raise
         except RenderError as err:
             errors.append(_with_owner(err, obj))
     if len(errors) == 1:

@@ -6,9 +6,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from llmaz.api import Flavor, ModelClaim, ModelClaims, ModelRef, OpenModel
-from llmaz.render.errors import InvalidModelClaims, ModelNotFound
+from llmaz.render.errors import InvalidModelClaims, ModelNotFound, known_names
 from llmaz.render.flavors import claimed_flavors
-from llmaz.render.sources import ModelSource, resolve_source
+from llmaz.render.sources import ResolvedSource, resolve_source
 
 Models = Mapping[str, OpenModel] | Sequence[OpenModel]
 """OpenModels by name, or a plain list of them."""
@@ -26,14 +26,14 @@ class Claimed:
 
     refs: tuple[ModelRef, ...]
     """Claimed refs with the main model moved first."""
-    sources: tuple[ModelSource, ...]
+    sources: tuple[ResolvedSource, ...]
     flavors: tuple[Flavor, ...]
     """The main model's claimed flavors, priority order."""
     explicit_flavors: tuple[str, ...] | None
     flavors_field: str
 
     @property
-    def main(self) -> ModelSource:
+    def main(self) -> ResolvedSource:
         return self.sources[0]
 
     @property
@@ -80,7 +80,9 @@ def resolve_claims(
     for index, (ref, field) in enumerate(ordered):
         model = available.get(ref.name)
         if model is None:
-            raise ModelNotFound(field, f"OpenModel {ref.name!r} not found")
+            raise ModelNotFound(
+                field, f"OpenModel {ref.name!r} not found; {known_names('OpenModels', available)}"
+            )
         sources.append(resolve_source(model, index, field=field))
     flavors, _ = claimed_flavors(sources[0].model, explicit, field=flavors_field)
     return Claimed(

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Service
-from llmaz.api.inference import DEFAULT_BACKEND
+from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingProblem
 from llmaz.plugins.backend import Backend
-from llmaz.render.common import LWS_API_VERSION
 from llmaz.render.dra import DraSettings, render_dra
+from llmaz.render.objects import LWS_API_VERSION
 from llmaz.render.playground import render_playground
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE, render_service
 
@@ -39,6 +39,9 @@ class PluginSource(Protocol):
     """What planning needs from a ``PluginManager``."""
 
     def get_backend(self, name: str) -> Backend | None: ...
+
+    @property
+    def backends(self) -> Mapping[str, Backend]: ...
 
     @property
     def autoscalers(self) -> Mapping[str, Autoscaler]: ...
@@ -178,7 +181,9 @@ def plan_tree(
     top = plan(obj, models, runtimes, plugins)
     service_doc, *rest = top.objects
     backend = plugins.get_backend(backend_name(obj)) if plugins is not None else None
+    # schema only: the renderer's own output is checked against the CEL rules by the property
+    # tests, and a rule failing here must not turn into a non-render error
     children = plan(
-        Service.from_manifest(service_doc), models, backend=backend, model_loader_image=model_loader_image
+        Service.model_validate(service_doc), models, backend=backend, model_loader_image=model_loader_image
     )
     return [service_doc, *children.objects, *rest]

@@ -3,32 +3,40 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from llmaz.api import BackendRuntime, Flavor, Playground, RecommendedConfig, quantity
-from llmaz.api.quantity import to_str
-from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
-from llmaz.plugins.backend import Backend, MultiHostRecipe
-from llmaz.render import flavors as flavor_mod
-from llmaz.render import templating
-from llmaz.render.common import (
+from llmaz.api import (
+    BackendRuntime,
+    BackendRuntimeConfig,
+    BackendRuntimeSpec,
+    Flavor,
+    Playground,
+    RecommendedConfig,
+    Service,
+    conventions,
+    quantity,
+)
+from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
     ANNOTATION_SELECTED_FLAVOR,
     ANNOTATION_SKIP_MODEL_LOADER,
+    DEFAULT_BACKEND,
+    DEFAULT_CONFIG,
     DEFAULT_GRACE_PERIOD_SECONDS,
-    DEFAULT_PORT,
     LABEL_MODEL_FAMILY_NAME,
     LABEL_MODEL_NAME,
     MANAGED_BY,
     MANAGER,
     MODEL_RUNNER,
-    Rendered,
-    env_dict,
-    merge_envs,
-    merge_resources,
-    metadata,
+    SPECULATIVE_CONFIG,
 )
+from llmaz.api.quantity import to_str
+from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
+from llmaz.plugins.backend import Backend, MultiHostRecipe
+from llmaz.render import flavors as flavor_mod
+from llmaz.render import templating
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     ConfigNotFound,
@@ -37,9 +45,8 @@ from llmaz.render.errors import (
     MultiHostUnsupported,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
+from llmaz.render.objects import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources, metadata
 
-DEFAULT_CONFIG = "default"
-SPECULATIVE_CONFIG = "speculative-decoding"
 NODES_PARAM = "NODES"
 """Flavor param: pods (nodes) per replica. Without it, ``PP`` > 1 also means that many nodes."""
 DRAIN_MARGIN_SECONDS = 30
@@ -49,9 +56,9 @@ DRAIN_MARGIN_SECONDS = 30
 def infer_config_name(playground: Playground, claimed: Claimed) -> str:
     """Explicit ``configName``, else ``speculative-decoding`` when a draft model is claimed, else
     ``default``."""
-    brc = playground.spec.backend_runtime_config
-    if brc is not None and brc.config_name:
-        return brc.config_name
+    runtime_config = playground.spec.backend_runtime_config
+    if runtime_config is not None and runtime_config.config_name:
+        return runtime_config.config_name
     if playground.spec.model_claims is not None and claimed.has_draft:
         return SPECULATIVE_CONFIG
     return DEFAULT_CONFIG
@@ -98,7 +105,12 @@ def _int_param(flavor: Flavor | None, name: str, field: str) -> int | None:
 
 
 def group_size(flavor: Flavor | None, recipe: MultiHostRecipe | None, field: str) -> int:
-    """Pods per replica the selected flavor asks for (1 = single host)."""
+    """Pods per replica the selected flavor asks for (1 = single host).
+
+    Why this order: an explicit ``NODES`` param is the user's word; otherwise the backend says which
+    parallelism spans nodes (vLLM: pipeline stages, ``PP``), because tensor parallelism stays inside
+    one node; without a recipe, ``PP`` > 1 is the best guess llmaz has always used.
+    """
     nodes = _int_param(flavor, NODES_PARAM, field)
     if nodes is not None:
         return nodes
@@ -130,19 +142,37 @@ def tensor_parallel(flavor: Flavor | None, field: str) -> tuple[int | None, bool
     return accelerator_count(flavor), False
 
 
+def _count_str(count: int | None) -> str | None:
+    return str(count) if count is not None else None
+
+
+def _tensor_parallel_args(
+    backend: Backend | None, flavor: Flavor | None, args: list[str], field: str
+) -> list[str]:
+    """``[flag, TP]`` for a single-host backend with a tensor-parallel flag, unless the args set it."""
+    flag = backend.tensor_parallel_flag if backend is not None else None
+    if not flag or any(a == flag or a.startswith(flag + "=") for a in args):
+        return []
+    degree, explicit = tensor_parallel(flavor, field)
+    if degree is None or (degree == 1 and not explicit):
+        return []
+    return [flag, str(degree)]
+
+
 def template_variables(
     claimed: Claimed, flavor: Flavor | None, skip_loader: bool
 ) -> tuple[dict[str, str | None], dict[str, str]]:
     main = claimed.main
     variables: dict[str, str | None] = {
-        templating.MODEL_PATH: main.model_path(skip_loader),
-        templating.MODEL_NAME: main.model_name(),
-        templating.DRAFT_MODEL_PATH: (
+        conventions.MODEL_PATH: main.model_path(skip_loader),
+        conventions.MODEL_NAME: main.model_name(),
+        conventions.DRAFT_MODEL_PATH: (
             claimed.sources[1].model_path(skip_loader) if claimed.has_draft else None
         ),
-        templating.TP: _param(flavor, "TP") or _count_str(accelerator_count(flavor)),
-        templating.PP: _param(flavor, "PP"),
-        templating.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", "INSTANCE_TYPE"),
+        # a flavor without a TP param: one tensor-parallel rank per accelerator of the pod
+        conventions.TP: _param(flavor, "TP") or _count_str(accelerator_count(flavor)),
+        conventions.PP: _param(flavor, "PP"),
+        conventions.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", conventions.INSTANCE_TYPE),
     }
 
     def why(param: str) -> str:
@@ -151,16 +181,12 @@ def template_variables(
         return f"the selected flavor {flavor.name!r} has no param {param}"
 
     hints = {
-        templating.DRAFT_MODEL_PATH: "no model with role draft is claimed",
-        templating.TP: why("TP"),
-        templating.PP: why("PP"),
-        templating.INSTANCE_TYPE: why("INSTANCE-TYPE"),
+        conventions.DRAFT_MODEL_PATH: "no model with role draft is claimed",
+        conventions.TP: why("TP"),
+        conventions.PP: why("PP"),
+        conventions.INSTANCE_TYPE: why("INSTANCE-TYPE"),
     }
     return variables, hints
-
-
-def _count_str(count: int | None) -> str | None:
-    return str(count) if count is not None else None
 
 
 def _port(br: BackendRuntime, backend: Backend | None) -> int:
@@ -202,6 +228,12 @@ def _pod_template(
 
 
 def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> dict[str, Any] | None:
+    """The flavors' node affinity with the autoscalers' hints folded in.
+
+    Why per flavor: the required affinity is one OR'ed term per flavor, so a hint that belongs to one
+    flavor (Karpenter's instance types of an A100 flavor) must go into that flavor's term only; put
+    in every term it would forbid the other flavors' nodes and break the fallback order.
+    """
     affinity = flavor_mod.node_affinity(flavors)
     extra_per_flavor: dict[str, list[dict[str, Any]]] = {}
     extra_preferred: list[dict[str, Any]] = []
@@ -230,17 +262,177 @@ def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> 
     return affinity
 
 
-def _tensor_parallel_args(
-    backend: Backend | None, flavor: Flavor | None, args: list[str], field: str
-) -> list[str]:
-    """``[flag, TP]`` for a single-host backend with a tensor-parallel flag, unless the args set it."""
-    flag = backend.tensor_parallel_flag if backend is not None else None
-    if not flag or any(a == flag or a.startswith(flag + "=") for a in args):
-        return []
-    degree, explicit = tensor_parallel(flavor, field)
-    if degree is None or (degree == 1 and not explicit):
-        return []
-    return [flag, str(degree)]
+@dataclass(frozen=True)
+class RunnerSpec:
+    """What every model-runner container of one Playground shares: the runtime's image, envs,
+    resources, probes and lifecycle after the Playground's ``backendRuntimeConfig`` overrides."""
+
+    image: str
+    envs: list[dict[str, Any]]
+    resources: dict[str, dict[str, Any]]
+    shm: str | None
+    """``sizeLimit`` of the ``/dev/shm`` memory volume, when any."""
+    extra_args: list[str]
+    port: int
+    grace: int
+    """terminationGracePeriodSeconds: long enough for the backend's preStop drain."""
+    runtime: BackendRuntimeSpec
+
+
+def build_runner_spec(
+    backend_runtime: BackendRuntime,
+    runtime_config: BackendRuntimeConfig | None,
+    config: RecommendedConfig | None,
+    backend: Backend | None,
+) -> RunnerSpec:
+    """Merge the BackendRuntime, the chosen recommended config and the Playground's overrides
+    (version, envs, resources, shared memory and extra args win over the runtime's)."""
+    runtime = backend_runtime.spec
+    version = (runtime_config.version if runtime_config is not None else None) or runtime.version
+    envs = merge_envs(
+        [env_dict(e) for e in runtime.envs or []],
+        [env_dict(e) for e in (runtime_config.envs if runtime_config else None) or []],
+    )
+    resources = merge_resources(
+        config.resources if config else None, runtime_config.resources if runtime_config else None
+    )
+    shm_value = (runtime_config.shared_memory_size if runtime_config is not None else None) or (
+        config.shared_memory_size if config else None
+    )
+    return RunnerSpec(
+        image=f"{runtime.image}:{version}",
+        envs=envs,
+        resources=resources,
+        shm=to_str(shm_value) if shm_value is not None else None,
+        extra_args=list((runtime_config.args if runtime_config else None) or []),
+        port=_port(backend_runtime, backend),
+        grace=_grace_period(backend),
+        runtime=runtime,
+    )
+
+
+def runner_container(
+    spec: RunnerSpec, command: list[str] | None, args: list[str], *, serves_http: bool
+) -> dict[str, Any]:
+    """The ``model-runner`` container. Only a pod that serves HTTP gets the port, probes and the
+    preStop drain: a multi-host worker that only joins the leader would fail them forever."""
+    c: dict[str, Any] = {"name": MODEL_RUNNER, "image": spec.image}
+    if command:
+        c["command"] = list(command)
+    if args:
+        c["args"] = args
+    if spec.envs:
+        c["env"] = copy.deepcopy(spec.envs)
+    if spec.resources:
+        c["resources"] = {k: dict(v) for k, v in spec.resources.items()}
+    if serves_http:
+        c["ports"] = [{"name": "http", "containerPort": spec.port, "protocol": "TCP"}]
+        if spec.runtime.lifecycle:
+            c["lifecycle"] = copy.deepcopy(spec.runtime.lifecycle)
+        for key, probe in (
+            ("startupProbe", spec.runtime.startup_probe),
+            ("livenessProbe", spec.runtime.liveness_probe),
+            ("readinessProbe", spec.runtime.readiness_probe),
+        ):
+            if probe:
+                c[key] = copy.deepcopy(probe)
+    return c
+
+
+@dataclass(frozen=True)
+class AutoscalingResults:
+    """What every autoscaler plugin returned for one Playground, in name order."""
+
+    outputs: tuple[tuple[Autoscaler, AutoscalingOutput], ...]
+    problems: tuple[AutoscalingProblem, ...]
+    prune_kinds: tuple[tuple[str, str], ...]
+    pod_labels: dict[str, str]
+    pod_annotations: dict[str, str]
+
+
+def run_autoscalers(autoscalers: Iterable[Autoscaler], request: AutoscalingInput) -> AutoscalingResults:
+    """Ask each autoscaler (sorted by name, so the result never depends on plugin load order)."""
+    outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
+    problems: list[AutoscalingProblem] = []
+    prune: list[tuple[str, str]] = []
+    labels: dict[str, str] = {}
+    annotations: dict[str, str] = {}
+    for scaler in sorted(autoscalers, key=lambda a: a.name):
+        out = scaler.render(request)
+        outputs.append((scaler, out))
+        problems.extend(out.problems)
+        prune.extend(kind for kind in scaler.managed_kinds if kind not in prune)
+        labels.update(out.pod_labels)
+        annotations.update(out.pod_annotations)
+    return AutoscalingResults(tuple(outputs), tuple(problems), tuple(prune), labels, annotations)
+
+
+def service_manifest(
+    playground: Playground,
+    claimed: Claimed,
+    workload: dict[str, Any],
+    *,
+    skip_loader: bool,
+    selected_flavor: str | None,
+) -> dict[str, Any]:
+    """The inference Service of a Playground, around its rendered workload template."""
+    main = claimed.main
+    meta = metadata(
+        playground.name, playground.metadata.namespace, {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}
+    )
+    annotations: dict[str, str] = {}
+    if skip_loader:
+        annotations[ANNOTATION_SKIP_MODEL_LOADER] = "true"
+    if selected_flavor is not None:
+        # the operator fell back to this flavor; the Service render must apply its accelerator counts
+        annotations[ANNOTATION_SELECTED_FLAVOR] = selected_flavor
+    if annotations:
+        meta["annotations"] = annotations
+    claims: dict[str, Any] = {"models": [{"name": r.name, "role": str(r.role)} for r in claimed.refs]}
+    if claimed.explicit_flavors:
+        claims["inferenceFlavors"] = [f.name for f in claimed.flavors]
+    return {
+        "apiVersion": Service.api_version_string(),
+        "kind": Service.kind_name(),
+        "metadata": meta,
+        "spec": {
+            "modelClaims": claims,
+            "replicas": playground.spec.replicas,
+            "workloadTemplate": workload,
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+            },
+        },
+    }
+
+
+def autoscaler_children(
+    outputs: Sequence[tuple[Autoscaler, AutoscalingOutput]], namespace: str | None
+) -> list[dict[str, Any]]:
+    """The autoscalers' objects, in the Playground's namespace and labelled as managed by llmaz.
+
+    :raises InvalidManifest: an autoscaler rendered an object into another namespace (an owner
+        reference cannot cross namespaces, so it would never be cleaned up).
+    """
+    children: list[dict[str, Any]] = []
+    for scaler, out in outputs:
+        for i, obj in enumerate(out.objects):
+            obj_ns = (obj.get("metadata") or {}).get("namespace")
+            if obj_ns not in (None, namespace):
+                raise InvalidManifest(
+                    "metadata.namespace",
+                    f"autoscaler {scaler.name!r} rendered object #{i} in namespace {obj_ns!r}, "
+                    f"not the Playground's {namespace!r}",
+                )
+            child = copy.deepcopy(obj)
+            child_meta = dict(child.get("metadata") or {})
+            if namespace:
+                child_meta["namespace"] = namespace
+            child_meta["labels"] = {**(child_meta.get("labels") or {}), MANAGED_BY: MANAGER}
+            child["metadata"] = child_meta
+            children.append(child)
+    return children
 
 
 def render_playground(
@@ -266,12 +458,12 @@ def render_playground(
     :raises RenderError: a typed subclass naming the field at fault.
     """
     spec = playground.spec
-    name, namespace = playground.name, playground.metadata.namespace
+    namespace = playground.metadata.namespace
     annotations = playground.metadata.annotations or {}
     skip_loader = annotations.get(ANNOTATION_SKIP_MODEL_LOADER) == "true"
     claimed = resolve_claims(spec.model_claim, spec.model_claims, models)
-    brc = spec.backend_runtime_config
-    backend_name = brc.backend_name if brc is not None else "vllm"
+    runtime_config = spec.backend_runtime_config
+    backend_name = runtime_config.backend_name if runtime_config is not None else DEFAULT_BACKEND
     if backend_runtime is None:
         raise BackendRuntimeNotFound(
             "spec.backendRuntimeConfig.backendName", f"BackendRuntime {backend_name!r} not found"
@@ -281,7 +473,7 @@ def render_playground(
     recipe = backend.multi_host_recipe() if backend is not None else None
     size = group_size(selected, recipe, claimed.flavors_field)
     config_name = infer_config_name(playground, claimed)
-    explicit_config = brc is not None and bool(brc.config_name)
+    explicit_config = runtime_config is not None and bool(runtime_config.config_name)
     if size > 1 and recipe is not None and not explicit_config:
         # resources and shared memory of a multi-host group come from the recipe's config
         names = {c.name for c in backend_runtime.spec.recommended_configs or []}
@@ -291,85 +483,48 @@ def render_playground(
 
     variables, hints = template_variables(claimed, selected, skip_loader)
 
-    br_spec = backend_runtime.spec
-    version = (brc.version if brc is not None and brc.version else None) or br_spec.version
-    image = f"{br_spec.image}:{version}"
-    envs = merge_envs(
-        [env_dict(e) for e in br_spec.envs or []], [env_dict(e) for e in (brc.envs if brc else None) or []]
-    )
-    resources = merge_resources(config.resources if config else None, brc.resources if brc else None)
-    shm_value = (brc.shared_memory_size if brc is not None else None) or (
-        config.shared_memory_size if config else None
-    )
-    shm = to_str(shm_value) if shm_value is not None else None
-    extra_args = list((brc.args if brc else None) or [])
-    port = _port(backend_runtime, backend)
-    grace = _grace_period(backend)
+    runner_spec = build_runner_spec(backend_runtime, runtime_config, config, backend)
     args_field = "spec.backendRuntimeConfig.configName"
 
     # Autoscalers first: their pod labels/annotations/affinity hints go into the templates.
-    outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
-    problems: list[AutoscalingProblem] = []
-    prune: list[tuple[str, str]] = []
-    inp = AutoscalingInput(
-        playground=playground,
-        models=[s.model for s in claimed.sources],
-        backend_runtime=backend_runtime,
-        config_name=config_name,
-        flavors=flavors,
+    scaling = run_autoscalers(
+        autoscalers,
+        AutoscalingInput(
+            playground=playground,
+            models=[s.model for s in claimed.sources],
+            backend_runtime=backend_runtime,
+            config_name=config_name,
+            flavors=flavors,
+        ),
     )
-    for scaler in sorted(autoscalers, key=lambda a: a.name):
-        out = scaler.render(inp)
-        outputs.append((scaler, out))
-        problems.extend(out.problems)
-        for kind in scaler.managed_kinds:
-            if kind not in prune:
-                prune.append(kind)
-    pod_labels: dict[str, str] = {}
-    pod_annotations: dict[str, str] = {}
-    for _, out in outputs:
-        pod_labels.update(out.pod_labels)
-        pod_annotations.update(out.pod_annotations)
     main = claimed.main
-    pod_labels[LABEL_MODEL_NAME] = main.name
-    pod_labels[LABEL_MODEL_FAMILY_NAME] = main.model.spec.family_name
+    pod_labels = {
+        **scaling.pod_labels,
+        LABEL_MODEL_NAME: main.name,
+        LABEL_MODEL_FAMILY_NAME: main.model.spec.family_name,
+    }
+    pod_annotations = dict(scaling.pod_annotations)
     if flavors:
         pod_annotations[ANNOTATION_FLAVORS] = ",".join(f.name for f in flavors)
 
-    def runner(command: list[str] | None, args: list[str], *, serves_http: bool) -> dict[str, Any]:
-        c: dict[str, Any] = {"name": MODEL_RUNNER, "image": image}
-        if command:
-            c["command"] = list(command)
-        if args:
-            c["args"] = args
-        if envs:
-            c["env"] = copy.deepcopy(envs)
-        if resources:
-            c["resources"] = {k: dict(v) for k, v in resources.items()}
-        if serves_http:
-            c["ports"] = [{"name": "http", "containerPort": port, "protocol": "TCP"}]
-            if br_spec.lifecycle:
-                c["lifecycle"] = copy.deepcopy(br_spec.lifecycle)
-            for key, probe in (
-                ("startupProbe", br_spec.startup_probe),
-                ("livenessProbe", br_spec.liveness_probe),
-                ("readinessProbe", br_spec.readiness_probe),
-            ):
-                if probe:
-                    c[key] = copy.deepcopy(probe)
-        return c
-
+    # Only flavors with the selected flavor's accelerator counts may share one pod template: a pod
+    # asking for 8 GPUs must not land on a 1-GPU fallback node. The others wait for a fallback render.
     compatible = flavor_mod.compatible(flavors, selected)
-    affinity = _with_hints(compatible, (o for _, o in outputs))
+    affinity = _with_hints(compatible, (o for _, o in scaling.outputs))
 
     def template(container: dict[str, Any]) -> dict[str, Any]:
         t = _pod_template(
-            container=container, shm=shm, grace=grace, labels=pod_labels, annotations=pod_annotations
+            container=container,
+            shm=runner_spec.shm,
+            grace=runner_spec.grace,
+            labels=pod_labels,
+            annotations=pod_annotations,
         )
         if affinity:
             t["spec"]["affinity"] = {"nodeAffinity": copy.deepcopy(affinity)}
         return t
 
+    extra_args = runner_spec.extra_args
     workload: dict[str, Any] = {}
     if size > 1:
         if recipe is None:
@@ -388,10 +543,15 @@ def render_playground(
         workload["size"] = size
         workload["restartPolicy"] = "RecreateGroupOnPodRestart"
         workload["leaderTemplate"] = template(
-            runner(recipe.leader_command, leader_args + extra_args, serves_http=True)
+            runner_container(runner_spec, recipe.leader_command, leader_args + extra_args, serves_http=True)
         )
         workload["workerTemplate"] = template(
-            runner(recipe.worker_command, worker_args + extra_args, serves_http=recipe.worker_serves_http)
+            runner_container(
+                runner_spec,
+                recipe.worker_command,
+                worker_args + extra_args,
+                serves_http=recipe.worker_serves_http,
+            )
         )
     else:
         args = (
@@ -402,55 +562,22 @@ def render_playground(
             else []
         )
         args += _tensor_parallel_args(backend, selected, args + extra_args, claimed.flavors_field)
-        workload["workerTemplate"] = template(runner(br_spec.command, args + extra_args, serves_http=True))
+        workload["workerTemplate"] = template(
+            runner_container(runner_spec, backend_runtime.spec.command, args + extra_args, serves_http=True)
+        )
 
-    labels = {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}
-    meta = metadata(name, namespace, labels)
-    svc_annotations: dict[str, str] = {}
-    if skip_loader:
-        svc_annotations[ANNOTATION_SKIP_MODEL_LOADER] = "true"
-    if flavor is not None and selected is not None:
-        svc_annotations[ANNOTATION_SELECTED_FLAVOR] = selected.name
-    if svc_annotations:
-        meta["annotations"] = svc_annotations
-    claims: dict[str, Any] = {"models": [{"name": r.name, "role": str(r.role)} for r in claimed.refs]}
-    if claimed.explicit_flavors:
-        claims["inferenceFlavors"] = [f.name for f in flavors]
-    service = {
-        "apiVersion": "inference.llmaz.io/v1alpha1",
-        "kind": "Service",
-        "metadata": meta,
-        "spec": {
-            "modelClaims": claims,
-            "replicas": spec.replicas,
-            "workloadTemplate": workload,
-            "rolloutStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
-            },
-        },
-    }
-    objects: list[dict[str, Any]] = [service]
-    for scaler, out in outputs:
-        for i, obj in enumerate(out.objects):
-            obj_ns = (obj.get("metadata") or {}).get("namespace")
-            if obj_ns not in (None, namespace):
-                raise InvalidManifest(
-                    "metadata.namespace",
-                    f"autoscaler {scaler.name!r} rendered object #{i} in namespace {obj_ns!r}, "
-                    f"not the Playground's {namespace!r}",
-                )
-            child = copy.deepcopy(obj)
-            child_meta = dict(child.get("metadata") or {})
-            if namespace:
-                child_meta["namespace"] = namespace
-            child_meta["labels"] = {**(child_meta.get("labels") or {}), MANAGED_BY: MANAGER}
-            child["metadata"] = child_meta
-            objects.append(child)
+    service = service_manifest(
+        playground,
+        claimed,
+        workload,
+        skip_loader=skip_loader,
+        selected_flavor=selected.name if flavor is not None and selected is not None else None,
+    )
+    objects = [service, *autoscaler_children(scaling.outputs, namespace)]
     return Rendered(
         objects=tuple(objects),
-        prune_kinds=tuple(prune),
+        prune_kinds=scaling.prune_kinds,
         config_name=config_name,
         flavor=selected.name if selected else None,
-        problems=tuple(problems),
+        problems=scaling.problems,
     )

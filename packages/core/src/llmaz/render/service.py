@@ -6,21 +6,25 @@ import copy
 from typing import Any
 
 from llmaz.api import Service
-from llmaz.plugins.backend import Backend
-from llmaz.render import flavors as flavor_mod
-from llmaz.render.common import (
+from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
     ANNOTATION_SELECTED_FLAVOR,
     ANNOTATION_SKIP_MODEL_LOADER,
-    DEFAULT_PORT,
     LABEL_MODEL_FAMILY_NAME,
     LABEL_MODEL_NAME,
-    LWS_API_VERSION,
-    LWS_NAME_LABEL,
-    LWS_WORKER_INDEX_LABEL,
     MANAGED_BY,
     MANAGER,
     MODEL_RUNNER,
+)
+from llmaz.plugins.backend import Backend
+from llmaz.render import flavors as flavor_mod
+from llmaz.render.errors import InvalidWorkloadTemplate
+from llmaz.render.models import Claimed, Models, resolve_claims
+from llmaz.render.objects import (
+    DEFAULT_PORT,
+    LWS_API_VERSION,
+    LWS_NAME_LABEL,
+    LWS_WORKER_INDEX_LABEL,
     Rendered,
     add_missing_envs,
     find_container,
@@ -28,16 +32,14 @@ from llmaz.render.common import (
     metadata,
     set_accelerators,
 )
-from llmaz.render.errors import InvalidWorkloadTemplate
-from llmaz.render.models import Claimed, Models, resolve_claims
-from llmaz.render.sources import MODEL_DIR, ModelSource
+from llmaz.render.sources import MODEL_DIR, ResolvedSource
 
 DEFAULT_MODEL_LOADER_IMAGE = "inftyai/model-loader:v0.0.10"
 """Loader image used when the operator passes none (the chart sets the real one)."""
 
 
 def _volumes_and_mounts(
-    source: ModelSource, skip_loader: bool
+    source: ResolvedSource, skip_loader: bool
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The pod volume of one model and its mount in the runner (or ``None, None``)."""
     vol = source.volume_name
@@ -66,7 +68,7 @@ def _volumes_and_mounts(
     return None, None
 
 
-def _loader(source: ModelSource, image: str, runner: dict[str, Any] | None) -> dict[str, Any]:
+def _loader(source: ResolvedSource, image: str, runner: dict[str, Any] | None) -> dict[str, Any]:
     envs = merge_envs(source.loader_inputs(), source.credential_envs())
     container: dict[str, Any] = {"name": source.loader_name, "image": image, "env": envs}
     if runner is not None:
@@ -188,7 +190,7 @@ def render_service(
     )
     affinity = flavor_mod.node_affinity(flavor_mod.compatible(flavors, selected))
     accelerators = dict(selected.limits) if selected is not None and selected.limits else None
-    wt = spec.workload_template
+    workload = spec.workload_template
 
     def inject(template: dict[str, Any], field: str, *, required: bool) -> dict[str, Any]:
         return _inject(
@@ -203,31 +205,33 @@ def render_service(
             required=required,
         )
 
-    worker = inject(wt.worker_template, "spec.workloadTemplate.workerTemplate", required=True)
+    worker = inject(workload.worker_template, "spec.workloadTemplate.workerTemplate", required=True)
     leader = (
-        inject(wt.leader_template, "spec.workloadTemplate.leaderTemplate", required=False)
-        if wt.leader_template is not None
+        inject(workload.leader_template, "spec.workloadTemplate.leaderTemplate", required=False)
+        if workload.leader_template is not None
         else None
     )
     lwt: dict[str, Any] = {}
     if leader is not None:
         lwt["leaderTemplate"] = leader
     lwt["workerTemplate"] = worker
-    lwt["size"] = wt.size
-    lwt["restartPolicy"] = str(wt.restart_policy)
-    if wt.sub_group_policy is not None:
-        sgp: dict[str, Any] = {"subGroupPolicyType": str(wt.sub_group_policy.sub_group_policy_type)}
-        if wt.sub_group_policy.sub_group_size is not None:
-            sgp["subGroupSize"] = wt.sub_group_policy.sub_group_size
-        lwt["subGroupPolicy"] = sgp
+    lwt["size"] = workload.size
+    lwt["restartPolicy"] = str(workload.restart_policy)
+    if workload.sub_group_policy is not None:
+        subgroup_policy: dict[str, Any] = {
+            "subGroupPolicyType": str(workload.sub_group_policy.sub_group_policy_type)
+        }
+        if workload.sub_group_policy.sub_group_size is not None:
+            subgroup_policy["subGroupSize"] = workload.sub_group_policy.sub_group_size
+        lwt["subGroupPolicy"] = subgroup_policy
     rollout: dict[str, Any] = {"type": "RollingUpdate"}
-    ruc = spec.rollout_strategy.rolling_update_configuration if spec.rollout_strategy else None
+    rolling_update = spec.rollout_strategy.rolling_update_configuration if spec.rollout_strategy else None
     rollout["rollingUpdateConfiguration"] = {
-        "maxUnavailable": ruc.max_unavailable if ruc else 1,
-        "maxSurge": ruc.max_surge if ruc else 0,
+        "maxUnavailable": rolling_update.max_unavailable if rolling_update else 1,
+        "maxSurge": rolling_update.max_surge if rolling_update else 0,
     }
-    if ruc is not None and ruc.partition is not None:
-        rollout["rollingUpdateConfiguration"]["partition"] = ruc.partition
+    if rolling_update is not None and rolling_update.partition is not None:
+        rollout["rollingUpdateConfiguration"]["partition"] = rolling_update.partition
     labels = {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: claimed.main.name}
     lws = {
         "apiVersion": LWS_API_VERSION,

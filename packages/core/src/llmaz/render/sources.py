@@ -36,8 +36,8 @@ HUB_SECRET = "modelhub-secret"
 AWS_SECRET = "aws-access-secret"
 OSS_SECRET = "oss-access-secret"
 
-Protocol = Literal["huggingface", "modelscope", "oss", "s3", "gcs", "host", "pvc", "ollama"]
-_URI_PROTOCOLS: dict[str, Protocol] = {
+SourceProtocol = Literal["huggingface", "modelscope", "oss", "s3", "gcs", "host", "pvc", "ollama"]
+_URI_PROTOCOLS: dict[str, SourceProtocol] = {
     "OSS": "oss",
     "S3": "s3",
     "GCS": "gcs",
@@ -62,13 +62,13 @@ def env_secret(name: str, secret: str, key: str) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class ModelSource:
+class ResolvedSource:
     """One claimed model, resolved: what it is, where it goes and how it is loaded."""
 
     index: int
     """Position in the claimed models, main model first (0)."""
     model: OpenModel
-    protocol: Protocol
+    protocol: SourceProtocol
     uri: str | None
     bucket: str | None = None
     endpoint: str | None = None
@@ -187,12 +187,14 @@ class ModelSource:
         return envs
 
 
-def resolve_source(model: OpenModel, index: int, *, field: str) -> ModelSource:
+def resolve_source(model: OpenModel, index: int, *, field: str) -> ResolvedSource:
     """Classify an OpenModel's source; :class:`InvalidModelSource` when it cannot be used."""
     source = model.spec.source
     if source.model_hub is not None:
-        protocol: Protocol = "modelscope" if str(source.model_hub.name) == "ModelScope" else "huggingface"
-        return ModelSource(index=index, model=model, protocol=protocol, uri=None)
+        protocol: SourceProtocol = (
+            "modelscope" if str(source.model_hub.name) == "ModelScope" else "huggingface"
+        )
+        return ResolvedSource(index=index, model=model, protocol=protocol, uri=None)
     uri = source.uri
     src_field = f"OpenModel {model.name!r} spec.source"
     if not uri:
@@ -208,17 +210,21 @@ def resolve_source(model: OpenModel, index: int, *, field: str) -> ModelSource:
     if proto == "host":
         if not address.startswith("/"):
             raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: host:// needs an absolute path")
-        return ModelSource(index=index, model=model, protocol=proto, uri=uri, path=address.rstrip("/") or "/")
+        return ResolvedSource(
+            index=index, model=model, protocol=proto, uri=uri, path=address.rstrip("/") or "/"
+        )
     if proto == "ollama":
         if not address:
             raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: ollama:// needs a model tag")
-        return ModelSource(index=index, model=model, protocol=proto, uri=uri, path=address)
+        return ResolvedSource(index=index, model=model, protocol=proto, uri=uri, path=address)
     host, _, path = address.partition("/")
     path = path.strip("/")
     if proto == "pvc":
         if not host:
             raise InvalidModelSource(field, f"{src_field}.uri {uri!r}: pvc:// needs a claim name")
-        return ModelSource(index=index, model=model, protocol=proto, uri=uri, claim=host, path=path or None)
+        return ResolvedSource(
+            index=index, model=model, protocol=proto, uri=uri, claim=host, path=path or None
+        )
     if not host or not path:
         raise InvalidModelSource(
             field, f"{src_field}.uri {uri!r}: expected {proto}://<bucket>/<path to the model>"
@@ -229,7 +235,7 @@ def resolve_source(model: OpenModel, index: int, *, field: str) -> ModelSource:
             raise InvalidModelSource(
                 field, f"{src_field}.uri {uri!r}: expected oss://<bucket>.<endpoint>/<path to the model>"
             )
-        return ModelSource(
+        return ResolvedSource(
             index=index, model=model, protocol=proto, uri=uri, bucket=bucket, endpoint=endpoint, path=path
         )
-    return ModelSource(index=index, model=model, protocol=proto, uri=uri, bucket=host, path=path)
+    return ResolvedSource(index=index, model=model, protocol=proto, uri=uri, bucket=host, path=path)

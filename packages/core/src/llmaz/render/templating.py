@@ -9,19 +9,17 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
+from llmaz.api.conventions import (  # noqa: F401 (the variable names are used as templating.X)
+    DRAFT_MODEL_PATH,
+    INSTANCE_TYPE,
+    KNOWN_VARIABLES,
+    MODEL_NAME,
+    MODEL_PATH,
+    PLACEHOLDER,
+    PP,
+    TP,
+)
 from llmaz.render.errors import UnknownTemplateVariable
-
-PLACEHOLDER = re.compile(r"\{\{\s*\.(\w+)\s*\}\}")
-
-MODEL_PATH = "ModelPath"
-MODEL_NAME = "ModelName"
-DRAFT_MODEL_PATH = "DraftModelPath"
-TP = "TP"
-PP = "PP"
-INSTANCE_TYPE = "INSTANCE_TYPE"
-
-KNOWN_VARIABLES = (MODEL_PATH, MODEL_NAME, DRAFT_MODEL_PATH, TP, PP, INSTANCE_TYPE)
-"""Every variable llmaz knows; others are an error even when a value happens to exist."""
 
 
 def render_args(
@@ -49,7 +47,7 @@ def render_args(
                 raise UnknownTemplateVariable(
                     field,
                     f"unknown template variable {{{{ .{var} }}}} in args[{index}] of config {config!r}; "
-                    f"known variables: {', '.join(KNOWN_VARIABLES)}",
+                    f"known variables: {', '.join(sorted(KNOWN_VARIABLES))}",
                     variable=var,
                     config=config,
                 )

@@ -4,7 +4,9 @@
   base classes every plugin package's tests subclass.
 * :mod:`llmaz.testing.plugins`: a fresh plugin manager with autoload off holding given plugins
   (``make_plugin_manager``, fixture ``plugin_manager_factory``).
-* :mod:`llmaz.testing.cluster` / :mod:`llmaz.testing.pytest_plugin`: a real control plane for e2e tests.
+
+Install with ``pip install 'llmaz[testing]'`` (pytest). The repository's own control-plane harness and
+e2e fixtures are not here: they live in the unpublished ``llmaz-devkit`` workspace package.
 
 Submodules are imported on demand so that importing this package costs nothing.
 """

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import pytest
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, RecommendedConfig
+from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_NAME, MODEL_PATH, is_dns_label
 from llmaz.plugins import (
     BACKEND_RUNTIME_LABELS,
     DEFAULT_CONFIG,
@@ -42,7 +43,6 @@ __all__ = ["AutoscalerConformanceTests", "BackendConformanceTests", "sample_auto
 
 _ANY_BRACES = re.compile(r"\{\{(.*?)\}\}")
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _REASON = re.compile(r"^[A-Z][A-Za-z0-9]*$")
 
 
@@ -98,7 +98,7 @@ class BackendConformanceTests:
 
     # --- the object ---------------------------------------------------------------------------
     def test_name_is_a_dns_label(self, backend: Backend) -> None:
-        assert _DNS_LABEL.match(backend.name), backend.name
+        assert is_dns_label(backend.name), backend.name
 
     def test_backend_runtime_is_valid_and_round_trips(
         self, backend: Backend, runtime: BackendRuntime
@@ -149,11 +149,11 @@ class BackendConformanceTests:
 
     def test_default_config_needs_no_flavor_params(self, configs: dict[str, RecommendedConfig]) -> None:
         used = set(_variables(configs[DEFAULT_CONFIG].args or []))
-        assert used <= {"ModelPath", "ModelName"}, f"default config must render for any flavor: {used}"
+        assert used <= {MODEL_PATH, MODEL_NAME}, f"default config must render for any flavor: {used}"
 
     def test_model_path_is_used(self, configs: dict[str, RecommendedConfig]) -> None:
         used = set(_variables(configs[DEFAULT_CONFIG].args or []))
-        assert used & {"ModelPath", "ModelName"}, "the default config never says which model to serve"
+        assert used & {MODEL_PATH, MODEL_NAME}, "the default config never says which model to serve"
 
     def test_model_name_flag_in_default_args(
         self, backend: Backend, configs: dict[str, RecommendedConfig]
@@ -163,10 +163,10 @@ class BackendConformanceTests:
         if backend.model_name_flag is None:
             # Without a declared flag, no flag may carry the model name either (the declaration is
             # what docs and the supported-engines table tell users about the OpenAI model id).
-            named = [a for a, b in pairs if a.startswith("-") and _variables([b]) == ["ModelName"]]
+            named = [a for a, b in pairs if a.startswith("-") and _variables([b]) == [MODEL_NAME]]
             assert not named, f"args pass {{{{ .ModelName }}}} via {named} but model_name_flag is None"
             return
-        assert any(a == backend.model_name_flag and _variables([b]) == ["ModelName"] for a, b in pairs), (
+        assert any(a == backend.model_name_flag and _variables([b]) == [MODEL_NAME] for a, b in pairs), (
             f"default args lack `{backend.model_name_flag} {{{{ .ModelName }}}}`: {args}"
         )
 
@@ -219,7 +219,7 @@ class BackendConformanceTests:
     def test_speculative_decoding(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
         assert (SPECULATIVE_CONFIG in configs) == backend.supports_speculative_decoding
         for name, config in configs.items():
-            uses_draft = "DraftModelPath" in _variables(config.args or [])
+            uses_draft = DRAFT_MODEL_PATH in _variables(config.args or [])
             assert uses_draft == (name == SPECULATIVE_CONFIG), f"config {name}: DraftModelPath misuse"
 
     def test_device_count_entrypoint(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
@@ -228,16 +228,17 @@ class BackendConformanceTests:
         command = backend.command()
         args = list(configs[DEFAULT_CONFIG].args or [])
         wrapped = backend.device_count_entrypoint(command, args)
-        if backend.parallelism_flag is None:
-            assert wrapped is None, "a wrapper without a parallelism_flag"
+        if backend.tensor_parallel_flag is None or not command:
+            # no flag to pass, or an image entrypoint that cannot be wrapped: no wrapper (DRA mode
+            # then refuses flavors with different accelerator counts for this backend)
+            assert wrapped is None, "a wrapper without a tensor_parallel_flag or a command"
             return
-        assert command, "parallelism_flag needs command(): the image's entrypoint cannot be wrapped"
         assert wrapped is not None
         new_command, new_args = wrapped
         assert new_command[:2] == ["/bin/sh", "-c"]
         assert new_args[: len(command)] == command
-        assert backend.parallelism_flag not in new_args
-        assert f'"$@" {backend.parallelism_flag} "$n"' in new_command[2]
+        assert backend.tensor_parallel_flag not in new_args
+        assert f'"$@" {backend.tensor_parallel_flag} "$n"' in new_command[2]
 
     def test_multi_host_recipe(self, backend: Backend, configs: dict[str, RecommendedConfig]) -> None:
         recipe = backend.multi_host_recipe()
@@ -342,17 +343,17 @@ class AutoscalerConformanceTests:
         return sample_autoscaling_inputs()
 
     def _outputs(self, autoscaler: Autoscaler) -> list[tuple[AutoscalingInput, AutoscalingOutput]]:
-        return [(inp, autoscaler.render(inp)) for inp in self.inputs()]
+        return [(request, autoscaler.render(request)) for request in self.inputs()]
 
     def test_name_is_a_dns_label(self, autoscaler: Autoscaler) -> None:
-        assert _DNS_LABEL.match(autoscaler.name), autoscaler.name
+        assert is_dns_label(autoscaler.name), autoscaler.name
 
     def test_render_returns_an_output(self, autoscaler: Autoscaler) -> None:
         for _inp, out in self._outputs(autoscaler):
             assert isinstance(out, AutoscalingOutput)
 
     def test_objects_are_manifests_of_managed_kinds(self, autoscaler: Autoscaler) -> None:
-        for inp, out in self._outputs(autoscaler):
+        for request, out in self._outputs(autoscaler):
             for obj in out.objects:
                 assert obj.get("apiVersion")
                 assert obj.get("kind")
@@ -360,12 +361,12 @@ class AutoscalerConformanceTests:
                 assert (obj["apiVersion"], obj["kind"]) in autoscaler.managed_kinds, (
                     "declare every kind you render in managed_kinds, so stale objects get deleted"
                 )
-                namespace = inp.playground.metadata.namespace
+                namespace = request.playground.metadata.namespace
                 assert obj["metadata"].get("namespace") == namespace
 
     def test_render_is_deterministic(self, autoscaler: Autoscaler) -> None:
-        for inp in self.inputs():
-            assert autoscaler.render(inp) == autoscaler.render(inp)
+        for request in self.inputs():
+            assert autoscaler.render(request) == autoscaler.render(request)
 
     def test_pod_metadata_is_strings(self, autoscaler: Autoscaler) -> None:
         for _inp, out in self._outputs(autoscaler):
@@ -373,8 +374,8 @@ class AutoscalerConformanceTests:
                 assert all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items())
 
     def test_node_affinity_hints_name_claimed_flavors(self, autoscaler: Autoscaler) -> None:
-        for inp, out in self._outputs(autoscaler):
-            claimed = {f.name for f in inp.flavors}
+        for request, out in self._outputs(autoscaler):
+            claimed = {f.name for f in request.flavors}
             assert set(out.node_affinity_hints.per_flavor) <= claimed
             for reqs in out.node_affinity_hints.per_flavor.values():
                 for req in reqs:

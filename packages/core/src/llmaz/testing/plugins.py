@@ -12,7 +12,8 @@ Use the function directly or the fixture (import it into a ``conftest.py``)::
 from __future__ import annotations
 
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import pytest
 
@@ -22,6 +23,7 @@ from llmaz.plugins import (
     AutoscalerRegistry,
     Backend,
     BackendRegistry,
+    CommandRegistry,
     PluginManager,
     hookimpl,
 )
@@ -56,9 +58,11 @@ def make_plugin_module(
     *,
     backends: Sequence[type[Backend] | Backend] = (),
     autoscalers: Sequence[type[Autoscaler] | Autoscaler] = (),
+    commands: Mapping[str, Callable[..., Any]] | None = None,
     api: object = PLUGIN_API_VERSION,
 ) -> types.ModuleType:
-    """An in-memory plugin module registering ``backends`` and ``autoscalers`` (``api=None``: undeclared)."""
+    """An in-memory plugin module registering ``backends``, ``autoscalers`` and ``commands`` (name ->
+    ``typer.Typer`` or function); ``api=None`` leaves ``LLMAZ_PLUGIN_API`` undeclared."""
     module = types.ModuleType(name)
     if api is not None:
         module.LLMAZ_PLUGIN_API = api  # type: ignore[attr-defined]
@@ -78,6 +82,14 @@ def make_plugin_module(
                 register.add(autoscaler)
 
         module.llmaz_register_autoscalers = llmaz_register_autoscalers  # type: ignore[attr-defined]
+    if commands:
+
+        @hookimpl
+        def llmaz_register_commands(register: CommandRegistry) -> None:
+            for command_name, command in commands.items():
+                register.add(command_name, command)
+
+        module.llmaz_register_commands = llmaz_register_commands  # type: ignore[attr-defined]
     return module
 
 

@@ -9,11 +9,11 @@ from typing import Any
 
 import kopf
 
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, snapshot
-from llmaz.render.common import MANAGED_BY, MANAGER
 
 OWNER_GROUP = "inference.llmaz.io"
 

@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 
 from llmaz.api import Playground
-from llmaz.api.inference import DEFAULT_BACKEND
+from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator.engine import reconcile
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_PLAYGROUND_REFS, IDX_PLAYGROUNDS, snapshot, uid_of

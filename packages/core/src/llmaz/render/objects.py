@@ -1,4 +1,4 @@
-"""Small shared pieces: labels, results, env and resource merging."""
+"""Building blocks of rendered Kubernetes objects: the result type, metadata, env and resource merging."""
 
 from __future__ import annotations
 
@@ -8,21 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmaz.api import EnvVar, ResourceRequirements, quantity
+from llmaz.api.conventions import MODEL_RUNNER
 from llmaz.plugins.autoscaler import AutoscalingProblem
 from llmaz.render.errors import InvalidResources
 
-MANAGED_BY = "app.kubernetes.io/managed-by"
-MANAGER = "llmaz"
-LABEL_MODEL_NAME = "llmaz.io/model-name"
-LABEL_MODEL_FAMILY_NAME = "llmaz.io/model-family-name"
-ANNOTATION_FLAVORS = "llmaz.io/inference-service-flavors"
-ANNOTATION_SKIP_MODEL_LOADER = "llmaz.io/skip-model-loader"
-ANNOTATION_SELECTED_FLAVOR = "llmaz.io/selected-flavor"
-"""Set on a Playground's inference Service when the operator selected a fallback flavor, so the
-Service render applies the same flavor's accelerator counts."""
-MODEL_RUNNER = "model-runner"
 DEFAULT_PORT = 8080
-DEFAULT_GRACE_PERIOD_SECONDS = 130
 
 LWS_API_VERSION = "leaderworkerset.x-k8s.io/v1"
 LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"

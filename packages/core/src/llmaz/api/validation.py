@@ -1,14 +1,14 @@
-"""Offline evaluation of the CRDs' CEL rules (``x-kubernetes-validations``) with ``cel-python``.
+"""The CRDs' CEL rules (``x-kubernetes-validations``) evaluated offline with ``cel-python``.
 
-Mirrors what the API server does at admission, closely enough for unit tests: structural defaults
-are applied first, then every rule is evaluated on its node with ``self`` bound to the node's value.
-The small part of the Kubernetes CEL library the llmaz rules use is provided here: ``lowerAscii``
-(strings extension), ``quantity`` / ``isQuantity`` with ``compareTo``, ``isLessThan`` and
-``isGreaterThan`` (Kubernetes quantity library).
+The SDK runs them in :meth:`Resource.new <llmaz.api.Resource.new>` and
+:meth:`Resource.from_manifest <llmaz.api.Resource.from_manifest>`, so code gets the API server's
+field-level error before it ever talks to a cluster. Mirrors what the API server does at admission:
+structural defaults are applied first, then every rule is evaluated on its node with ``self`` bound
+to the node's value. The small part of the Kubernetes CEL library the llmaz rules use is provided
+here: ``lowerAscii`` (strings extension), ``quantity`` / ``isQuantity`` with ``compareTo``,
+``isLessThan`` and ``isGreaterThan`` (Kubernetes quantity library)::
 
-Needs the ``cel-python`` package (in the repository's ``test`` dependency group)::
-
-    from llmaz.testing.cel import CelValidator
+    from llmaz.api.validation import CelValidator
     errors = CelValidator.for_kind(Playground).validate(manifest)   # [] when every rule holds
 """
 
@@ -23,9 +23,12 @@ from typing import Any
 import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
+from pydantic import ValidationError
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from llmaz.api import KINDS, Resource, kind_for, quantity
-from llmaz.api._base import RULE_ID_KEY
+from llmaz.api import quantity
+from llmaz.api._base import RULE_ID_KEY, Resource
+from llmaz.api.schema import OPAQUE_EMBEDDED, root_schema
 
 
 def parse_quantity(text: str) -> Decimal | None:
@@ -129,9 +132,7 @@ class CelValidator:
     @classmethod
     @cache
     def for_kind(cls, kind: type[Resource]) -> CelValidator:
-        from llmaz.crdgen import internal_schema
-
-        return cls(internal_schema(kind))
+        return cls(root_schema(kind, OPAQUE_EMBEDDED))
 
     def _program(self, rule: str) -> Any:
         if rule not in self._programs:
@@ -210,6 +211,8 @@ class CelValidator:
 
 def validate_manifest(manifest: dict[str, Any]) -> list[RuleFailure]:
     """Evaluate the CEL rules of the manifest's kind (raises ValueError for non-llmaz kinds)."""
+    from llmaz.api import kind_for
+
     kind = kind_for(str(manifest.get("apiVersion", "")), str(manifest.get("kind", "")))
     if kind is None:
         raise ValueError(f"not an llmaz kind: {manifest.get('apiVersion')} {manifest.get('kind')}")
@@ -218,8 +221,50 @@ def validate_manifest(manifest: dict[str, Any]) -> list[RuleFailure]:
 
 def all_rule_ids() -> set[str]:
     """Ids of every CEL rule of the four kinds."""
+    from llmaz.api import KINDS
+
     ids: set[str] = set()
     for kind in KINDS:
         for _path, rule in CelValidator.for_kind(kind).rules():
             ids.add(str(rule[RULE_ID_KEY]))
     return ids
+
+
+def field_location(field: str) -> tuple[str | int, ...]:
+    """``spec.models[0].name`` -> ``("spec", "models", 0, "name")``; ``<nil>`` (the root) -> ``()``."""
+    if field == "<nil>":
+        return ()
+    loc: list[str | int] = []
+    for part in field.split("."):
+        name, *indexes = part.split("[")
+        if name:
+            loc.append(name)
+        loc.extend(int(index.rstrip("]")) for index in indexes)
+    return tuple(loc)
+
+
+def check_rules(obj: Resource) -> None:
+    """Raise :class:`pydantic.ValidationError` (one error per failed rule, located at the field the
+    API server names, with its message) when ``obj`` breaks a CEL rule of its CRD."""
+    manifest = obj.to_manifest()
+    failures = CelValidator.for_kind(type(obj)).validate(manifest)
+    if not failures:
+        return
+    details: list[InitErrorDetails] = [
+        InitErrorDetails(
+            type=PydanticCustomError("cel_rule", "{message}", {"message": f.message, "rule": f.rule_id}),
+            loc=field_location(f.field),
+            input=_value_at(manifest, field_location(f.field)),
+        )
+        for f in failures
+    ]
+    raise ValidationError.from_exception_data(type(obj).__name__, details)
+
+
+def _value_at(value: Any, loc: tuple[str | int, ...]) -> Any:
+    for part in loc:
+        try:
+            value = value[part]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value

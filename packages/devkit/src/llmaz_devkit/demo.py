@@ -1,6 +1,6 @@
 """``llmaz demo``: a real control plane with fake GPU nodes, serving the example models.
 
-Boots tier B of :mod:`llmaz.testing.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
+Boots tier B of :mod:`llmaz_devkit.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
 KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz CRDs, applies example
 OpenModels and Playgrounds for several backends and flavors, then runs the llmaz operator as a local
 process, which creates their workloads, and shows them being scheduled by flavor and becoming
@@ -30,7 +30,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from llmaz.testing.cluster import (
+from llmaz.errors import LlmazError
+from llmaz_devkit.cluster import (
     DEFAULT_NODE_POOLS,
     POOL_LABEL,
     STATE_FILE,
@@ -61,7 +62,7 @@ DEMO_NODE_POOLS: tuple[NodePool, ...] = tuple(
 LLMAZ_GROUPS = ("llmaz.io", "inference.llmaz.io")
 
 
-class DemoError(RuntimeError):
+class DemoError(LlmazError, RuntimeError):
     """A demo step failed; the message says which and why."""
 
 
@@ -163,7 +164,7 @@ def describe(docs: Sequence[Mapping[str, Any]]) -> dict[str, Workload]:
 
 
 class Cluster:
-    """kubectl (the shared :class:`~llmaz.testing.cluster.Kubectl` runner) against either our
+    """kubectl (the shared :class:`~llmaz_devkit.cluster.Kubectl` runner) against either our
     control plane or an existing cluster, plus the few object operations the demo needs."""
 
     def __init__(self, kubectl: Path, kubeconfig: Path, namespace: str) -> None:
@@ -216,7 +217,7 @@ def start_operator(
 ) -> subprocess.Popen[bytes]:
     """Run ``llmaz operator run`` as a local process against the demo cluster (the demo has no
     container runtime to run its image); stopped with SIGTERM when the demo ends."""
-    from llmaz.testing.cluster import free_port
+    from llmaz_devkit.cluster import free_port
 
     workdir.mkdir(parents=True, exist_ok=True)
     log = workdir / "operator.log"

@@ -1,12 +1,19 @@
-"""``llmaz operator run``: the operator, as a local process or in the chart's container."""
+"""``llmaz operator run``: the operator, as a local process or in the chart's container.
+
+The command lives with the operator (not in ``llmaz.cli``) so the CLI layer never imports kopf or a
+Kubernetes client; ``llmaz.cli`` mounts it by module name.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from llmaz.plugins.registry import CommandRegistry
 
 operator_app = typer.Typer(name="operator", help="Run the llmaz operator.", no_args_is_help=True)
 
@@ -39,16 +46,14 @@ def run(  # noqa: PLR0917
 
     Flags override the configuration file.
     """
-    try:
-        import kopf  # noqa: F401
-        import kubernetes  # noqa: F401
-        import prometheus_client  # noqa: F401
-    except ImportError as err:
+    missing = [m for m in ("kopf", "kubernetes", "prometheus_client") if importlib.util.find_spec(m) is None]
+    if missing:
         typer.echo(
-            f"the operator needs the 'operator' extra ({err.name} is missing): pip install 'llmaz[operator]'",
+            f"the operator needs the 'operator' extra ({', '.join(missing)} missing): "
+            "pip install 'llmaz[operator]'",
             err=True,
         )
-        raise typer.Exit(2) from None
+        raise typer.Exit(2)
     from llmaz.operator.config import ConfigError, load_config
     from llmaz.operator.main import run as run_operator
 
@@ -75,5 +80,5 @@ def run(  # noqa: PLR0917
     raise typer.Exit(run_operator(cfg, kubeconfig))
 
 
-def register(app: typer.Typer) -> None:
-    app.add_typer(operator_app)
+def llmaz_register_commands(register: CommandRegistry) -> None:
+    register.add("operator", operator_app)

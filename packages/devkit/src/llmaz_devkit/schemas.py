@@ -28,6 +28,9 @@ from typing import Any
 
 import yaml
 
+from llmaz.errors import LlmazError
+from llmaz_devkit.repo import repo_root
+
 __all__ = [
     "LWS_VERSIONS",
     "SchemaUnavailable",
@@ -51,20 +54,12 @@ _BUILTIN = {
 }
 
 
-class SchemaUnavailable(RuntimeError):
+class SchemaUnavailable(LlmazError, RuntimeError):
     """A schema file could not be found or fetched."""
 
 
 def _cache_root() -> Path:
     return Path(os.environ.get("GO_TOOLS_CACHE", Path.home() / ".cache" / "llmaz" / "go-tools"))
-
-
-def _repo_root() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tools" / "k8s-openapi.sh").exists():
-            return parent
-    raise SchemaUnavailable("tools/k8s-openapi.sh not found above " + str(here))
 
 
 def k8s_openapi_path() -> Path:
@@ -74,7 +69,7 @@ def k8s_openapi_path() -> Path:
         return Path(env)
     try:
         out = subprocess.run(
-            ["bash", str(_repo_root() / "tools" / "k8s-openapi.sh")],
+            ["bash", str(repo_root() / "tools" / "k8s-openapi.sh")],
             check=True,
             capture_output=True,
             text=True,
@@ -204,7 +199,7 @@ def validate_object(obj: dict[str, Any]) -> list[str]:
     if model is not None:
         from pydantic import ValidationError
 
-        from llmaz.testing.cel import validate_manifest
+        from llmaz.api.validation import validate_manifest
 
         try:
             model.from_manifest(obj)

@@ -1,11 +1,11 @@
-"""pytest fixtures for the real control plane (see :mod:`llmaz.testing.cluster`).
+"""pytest fixtures for the real control plane (see :mod:`llmaz_devkit.cluster`).
 
 * ``apiserver``: session-scoped tier A (etcd + kube-apiserver).
 * ``control_plane``: session-scoped tier B (A + KCM + scheduler + KWOK GPU nodes + LWS).
 
 Use it from a ``conftest.py``::
 
-    from llmaz.testing.pytest_plugin import *  # noqa: F403
+    from llmaz_devkit.pytest_plugin import *  # noqa: F403
 
 When a test that uses one of them fails, the tail of every component log is attached to the report.
 Set ``LLMAZ_GO_TOOLS_ROOT`` to use an already built tool set instead of calling ``tools/go-tools.sh``.
@@ -17,7 +17,7 @@ from collections.abc import Generator, Iterator
 
 import pytest
 
-from llmaz.testing.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane
 
 __all__ = ["apiserver", "control_plane", "pytest_runtest_makereport"]
 

@@ -42,6 +42,9 @@ from typing import IO, Any, Literal
 
 import yaml
 
+from llmaz.errors import LlmazError
+from llmaz_devkit.repo import repo_root
+
 __all__ = [
     "DEFAULT_NODE_POOLS",
     "GO_MISSING_EXIT_CODE",
@@ -66,7 +69,7 @@ WORKDIR_MARKER = ".llmaz-control-plane"
 GO_MISSING_EXIT_CODE = 3
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(LlmazError, RuntimeError):
     """A component failed to start or a wait timed out; the message carries the log tails."""
 
 
@@ -191,15 +194,6 @@ DEFAULT_NODE_POOLS: tuple[NodePool, ...] = (
     NodePool("l4", 2, gpus=1, gpu_product="NVIDIA-L4", instance_type="g6.4xlarge", cpu="16", memory="64Gi"),
     NodePool("cpu", 2, instance_type="m6i.4xlarge", cpu="16", memory="64Gi"),
 )
-
-
-def repo_root() -> Path:
-    """The checkout this package lives in (``packages/core/src/llmaz/testing`` -> root)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "tools" / "go-tools.sh").is_file():
-            return parent
-    raise ControlPlaneError(f"no repository root with tools/go-tools.sh above {here}")
 
 
 def go_tools_root() -> Path:
@@ -533,7 +527,7 @@ class ControlPlane:
             raise ControlPlaneError(f"{self.bin_dir} does not exist: run tools/go-tools.sh")
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir.mkdir(parents=True, exist_ok=True)
-        (self.workdir / WORKDIR_MARKER).write_text("a work dir of llmaz.testing.cluster.ControlPlane\n")
+        (self.workdir / WORKDIR_MARKER).write_text("a work dir of llmaz_devkit.cluster.ControlPlane\n")
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)  # always a fresh cluster
         self._started = True
         try:

@@ -1,0 +1,3 @@
+from llmaz_devkit.crdgen.writer import main
+
+raise SystemExit(main())
