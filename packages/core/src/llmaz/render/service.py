@@ -5,7 +5,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from llmaz import __version__
 from llmaz.api import Service
+from llmaz.loader.layout import default_loader_image
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
 from llmaz.render.common import (
@@ -32,8 +34,8 @@ from llmaz.render.errors import InvalidWorkloadTemplate
 from llmaz.render.models import Claimed, Models, resolve_claims
 from llmaz.render.sources import MODEL_DIR, ModelSource
 
-DEFAULT_MODEL_LOADER_IMAGE = "inftyai/model-loader:v0.0.10"
-"""Loader image used when the operator passes none (the chart sets the real one)."""
+DEFAULT_MODEL_LOADER_IMAGE = default_loader_image(__version__)
+"""Loader image used when the operator passes none: this project's own image (``llmaz load-model``)."""
 
 
 def _volumes_and_mounts(
