@@ -38,6 +38,9 @@ def _register() -> None:
     from llmaz.cli.render import render
 
     app.command("render")(render)
+    from llmaz.cli.load_model import load_model
+
+    app.command("load-model")(load_model)
     from llmaz.cli import plugins as _plugins
 
     _plugins.register(app)
