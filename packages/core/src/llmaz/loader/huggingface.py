@@ -10,7 +10,6 @@ header when resuming.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -23,6 +22,7 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils._headers import build_hf_headers
+from huggingface_hub.utils._paths import filter_repo_objects
 from huggingface_hub.utils._http import get_session, hf_raise_for_status
 
 from llmaz.loader import layout
@@ -78,17 +78,20 @@ class HuggingFaceSource:
         except Exception as err:
             raise self.explain(err) from err
         self._commit = info.sha or self.revision
+        siblings = {sib.rfilename: sib for sib in info.siblings or []}
+        if self.filename is not None:
+            wanted = [self.filename] if self.filename in siblings else []
+        else:  # the same pattern rules as huggingface_hub's snapshot_download
+            wanted = list(
+                filter_repo_objects(
+                    siblings,
+                    allow_patterns=list(self.allow_patterns) or None,
+                    ignore_patterns=list(self.ignore_patterns) or None,
+                )
+            )
         files: list[RemoteFile] = []
-        for sib in info.siblings or []:
-            name = sib.rfilename
-            if self.filename is not None:
-                if name != self.filename:
-                    continue
-            else:
-                if self.allow_patterns and not any(fnmatch.fnmatch(name, p) for p in self.allow_patterns):
-                    continue
-                if any(fnmatch.fnmatch(name, p) for p in self.ignore_patterns):
-                    continue
+        for name in wanted:
+            sib = siblings[name]
             lfs = sib.lfs
             files.append(
                 RemoteFile(
@@ -127,7 +130,7 @@ class HuggingFaceSource:
                     resp.read()
                     hf_raise_for_status(resp)
                 skip = offset if offset and resp.status_code == 200 else 0  # Range ignored: skip ahead
-                for data in resp.iter_bytes(CHUNK):
+                for data in resp.iter_bytes():  # as received: a cut keeps every byte that arrived
                     if skip:
                         if len(data) <= skip:
                             skip -= len(data)
