@@ -72,7 +72,7 @@ class HubStandIn:
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
 
     @property
     def url(self) -> str:
@@ -144,7 +144,11 @@ class HubStandIn:
                 repo, commit = found
                 siblings = []
                 for name, data in sorted(repo.files.items()):
-                    sib: dict[str, Any] = {"rfilename": name, "size": len(data), "blobId": git_blob_sha1(data)}
+                    sib: dict[str, Any] = {
+                        "rfilename": name,
+                        "size": len(data),
+                        "blobId": git_blob_sha1(data),
+                    }
                     if len(data) >= repo.lfs_min_size:
                         sib["lfs"] = {
                             "size": len(data),
@@ -153,7 +157,13 @@ class HubStandIn:
                         }
                     siblings.append(sib)
                 body = json.dumps(
-                    {"id": repo_id, "modelId": repo_id, "sha": commit, "private": repo.private, "siblings": siblings}
+                    {
+                        "id": repo_id,
+                        "modelId": repo_id,
+                        "sha": commit,
+                        "private": repo.private,
+                        "siblings": siblings,
+                    }
                 ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")

@@ -40,7 +40,9 @@ def test_single_filename_lands_at_the_path_the_engine_reads(hub: HubStandIn, mod
 
 
 def test_allow_and_ignore_patterns(hub: HubStandIn, models: Path) -> None:
-    env = hub_env(hub, models, MODEL_ALLOW_PATTERNS="*.json,*.safetensors", MODEL_IGNORE_PATTERNS="tokenizer*")
+    env = hub_env(
+        hub, models, MODEL_ALLOW_PATTERNS="*.json,*.safetensors", MODEL_IGNORE_PATTERNS="tokenizer*"
+    )
     assert main(env) == 0
     assert sorted(tree(env["MODEL_LOCAL_PATH"])) == [  # "*" spans folders, as in huggingface_hub
         "config.json",

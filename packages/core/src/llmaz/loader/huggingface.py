@@ -22,11 +22,11 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils._headers import build_hf_headers
-from huggingface_hub.utils._paths import filter_repo_objects
 from huggingface_hub.utils._http import get_session, hf_raise_for_status
+from huggingface_hub.utils._paths import filter_repo_objects
 
 from llmaz.loader import layout
-from llmaz.loader.engine import CHUNK, LoadError, RemoteFile, TransientError
+from llmaz.loader.engine import LoadError, RemoteFile, TransientError
 
 HUB = "Hugging Face"
 

@@ -32,6 +32,30 @@ def _required(env: Mapping[str, str], name: str, what: str) -> str:
     return value
 
 
+def default_local_path(env: Mapping[str, str]) -> str | None:
+    """Where the layout contract puts the model described by ``env`` (without ``MODEL_LOCAL_PATH``)."""
+    kind = env.get(layout.ENV_SOURCE_TYPE, "").strip()
+    if kind == layout.SOURCE_MODELHUB:
+        model_id = _required(env, layout.ENV_MODEL_ID, "the hub model id, e.g. org/name")
+        return layout.hub_local_path(model_id, env.get(layout.ENV_FILENAME, "").strip() or None)
+    if kind == layout.SOURCE_OBJSTORE:
+        return layout.objstore_local_path(
+            _required(env, layout.ENV_MODEL_PATH, "the object path of the model")
+        )
+    return None
+
+
+def local_path(env: Mapping[str, str]) -> str:
+    """``MODEL_LOCAL_PATH`` when given (the renderer always sets it), else the layout's default."""
+    given = env.get(layout.ENV_LOCAL_PATH, "").strip()
+    default = default_local_path(env)
+    if given:
+        return given
+    if default is None:
+        raise LoadError(f"{layout.ENV_LOCAL_PATH} is not set: the path to check")
+    return default
+
+
 def run_from_env(env: Mapping[str, str]) -> Result | None:
     """Load the model the environment describes; ``None`` when there is nothing to download."""
     kind = env.get(layout.ENV_SOURCE_TYPE, "").strip()
@@ -41,7 +65,7 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
         hub = env.get(layout.ENV_HUB_NAME, "").strip() or layout.HUB_HUGGINGFACE
         revision = env.get(layout.ENV_REVISION, "").strip() or None
         filename = env.get(layout.ENV_FILENAME, "").strip() or None
-        local = env.get(layout.ENV_LOCAL_PATH, "").strip() or layout.hub_local_path(model_id, filename)
+        local = local_path(env)
         allow, ignore = (
             _patterns(env.get(layout.ENV_ALLOW_PATTERNS)),
             _patterns(env.get(layout.ENV_IGNORE_PATTERNS)),
@@ -80,8 +104,7 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
             endpoint=env.get(layout.ENV_ENDPOINT, "").strip() or None,
             env=env,
         )
-        local = env.get(layout.ENV_LOCAL_PATH, "").strip() or layout.objstore_local_path(obj.path)
-        return load(obj, local, options)
+        return load(obj, local_path(env), options)
     if kind == layout.SOURCE_PATH:
         from llmaz.loader.local import validate_path
 
