@@ -67,6 +67,9 @@ class HubStandIn:
         """File path -> byte counts: the next responses for it are cut after that many bytes."""
         self.corrupt: set[str] = set()
         self.throttle_bytes_per_second: float | None = None
+        self.gate = threading.Event()
+        """File bodies are held back until this is set (set by default)."""
+        self.gate.set()
         self.gets: dict[str, int] = {}
         self.ranges: list[tuple[str, int]] = []
         self.lock = threading.Lock()
@@ -192,6 +195,7 @@ class HubStandIn:
                     if start:
                         hub.ranges.append((path, start))
                 body = memoryview(data)[start:]
+                hub.gate.wait(120)
                 self.send_response(206 if start else 200)
                 if start:
                     self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
