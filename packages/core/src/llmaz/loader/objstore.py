@@ -174,19 +174,19 @@ class ObjectStoreSource:
             return LoadError(
                 f"403 from {self.provider} for {where}: the keys in secret {secret} cannot read it"
             )
-        if isinstance(err, oexc.NotFoundError):
+        if isinstance(err, FileNotFoundError):  # obstore raises the built-in for a missing object
             return LoadError(f"404 from {self.provider} for {where}: no such object or bucket")
-        lowered = text.lower()
-        for code, hint in (
-            ("403", f"the keys in secret {secret} cannot read it"),
-            ("401", f"set secret {secret} with valid keys"),
-            ("invalidaccesskeyid", f"set secret {secret} with valid keys"),
-            ("signaturedoesnotmatch", f"set secret {secret} with valid keys"),
-            ("nosuchbucket", "no such bucket"),
+        lowered = str(err).lower()  # the S3 error code is in the response body, lines further down
+        if any(
+            code in lowered for code in ("invalidaccesskeyid", "signaturedoesnotmatch", "401 unauthorized")
         ):
-            if code in lowered:
-                status = "401" if "key" in hint else ("404" if code == "nosuchbucket" else code)
-                return LoadError(f"{status} from {self.provider} for {where}: {hint}")
+            return LoadError(f"401 from {self.provider} for {where}: set secret {secret} with valid keys")
+        if "accessdenied" in lowered or "403 forbidden" in lowered or isinstance(err, PermissionError):
+            return LoadError(
+                f"403 from {self.provider} for {where}: the keys in secret {secret} cannot read it"
+            )
+        if "nosuchbucket" in lowered:
+            return LoadError(f"404 from {self.provider} for {where}: no such bucket")
         if isinstance(err, oexc.BaseError | OSError | TimeoutError):
             return TransientError(f"{self.provider} read failed: {text}")
         return err
