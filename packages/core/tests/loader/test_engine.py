@@ -50,7 +50,11 @@ def test_disk_full_while_writing_is_reported(hub: HubStandIn, models: Path) -> N
     import json
 
     proc = subprocess.run(
-        [sys.executable, "-c", script, json.dumps(env)], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", script, json.dumps(env)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     message = termination_message(models)
@@ -127,7 +131,8 @@ def test_ollama_has_nothing_to_do(tmp_path: Path) -> None:
     [
         (
             {},
-            "MODEL_SOURCE_TYPE='': unknown model source type; expected one of modelhub, objstore, path, ollama",
+            "MODEL_SOURCE_TYPE='': unknown model source type; "
+            "expected one of modelhub, objstore, path, ollama",
         ),
         ({"MODEL_SOURCE_TYPE": "modelhub"}, "MODEL_ID is not set: the hub model id, e.g. org/name"),
         (
@@ -162,7 +167,12 @@ def test_cli_entry_point_exits_non_zero_with_the_cause(tmp_path: Path) -> None:
     log = tmp_path / "termination-log"
     env = {**os.environ, "MODEL_SOURCE_TYPE": "nope", "LOADER_TERMINATION_LOG": str(log)}
     proc = subprocess.run(
-        [sys.executable, "-m", "llmaz.cli", "load-model"], env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "llmaz.cli", "load-model"],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 1
     assert log.read_text().startswith("MODEL_SOURCE_TYPE='nope': unknown model source type")

@@ -17,7 +17,7 @@ from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_manifests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
-from render_helpers import EXAMPLES, example_files, load  # noqa: E402
+from render_helpers import EXAMPLES, example_files, load
 
 FILES = example_files()
 
@@ -79,7 +79,7 @@ def test_renderer_and_loader_agree_on_every_path(path: Path, plugins: PluginMana
 def test_rendered_huggingface_loader_fills_the_path_the_runner_reads(
     plugins: PluginManager, tmp_path: Path
 ) -> None:
-    spec, loader = _loaders(EXAMPLES / "huggingface" / "playground.yaml", plugins)[0]
+    _spec, loader = _loaders(EXAMPLES / "huggingface" / "playground.yaml", plugins)[0]
     env = _values(loader)
     models = tmp_path / "models"
     models.mkdir()
