@@ -110,6 +110,8 @@ class Options:
     progress_seconds: float = 5.0
     lock_timeout_seconds: float = 6 * 3600.0
     free_space_margin_bytes: int = 64 << 20
+    verify_checksums: bool = True
+    """Hash every byte against the source's digests (sizes are always checked)."""
     statvfs: Callable[[str], os.statvfs_result] = os.statvfs
     """Injected by tests to emulate a full disk (no tmpfs can be mounted unprivileged)."""
     sleep: Callable[[float], None] = time.sleep
@@ -130,6 +132,10 @@ class Options:
                 raise LoadError(f"{name}={raw!r}: must be at least {minimum}")
             return value
 
+        verify = env.get(layout.ENV_VERIFY, "").strip().lower()
+        if verify not in ("", "checksum", "size"):
+            raise LoadError(f"{layout.ENV_VERIFY}={verify!r}: expected checksum or size")
+        opts.verify_checksums = verify != "size"
         for env_name, attr, cast, minimum in (
             (layout.ENV_PARALLEL, "parallel_files", int, 1),
             (layout.ENV_RETRIES, "retries", int, 0),
@@ -295,11 +301,11 @@ def _safe_relative(path: str) -> PurePosixPath:
 
 
 class _Hasher:
-    def __init__(self, file: RemoteFile) -> None:
+    def __init__(self, file: RemoteFile, enabled: bool = True) -> None:
         self.file = file
-        self.sha256 = hashlib.sha256() if file.sha256 else None
+        self.sha256 = hashlib.sha256() if file.sha256 and enabled else None
         self.sha1 = None
-        if file.git_sha1 and not file.sha256 and file.size is not None:
+        if enabled and file.git_sha1 and not file.sha256 and file.size is not None:
             self.sha1 = hashlib.sha1(f"blob {file.size}\0".encode(), usedforsecurity=False)
 
     def update(self, data: bytes | memoryview) -> None:
@@ -385,7 +391,7 @@ class _Downloader:
             part.unlink()
             self.progress.rewind(offset)
             offset = 0
-        hasher = _Hasher(file)
+        hasher = _Hasher(file, self.options.verify_checksums)
         if offset and (hasher.sha256 or hasher.sha1):
             with open(part, "rb") as old:
                 while chunk := old.read(CHUNK):

@@ -3,16 +3,18 @@
 The file list, sizes and checksums come from the model-info endpoint with blob metadata (sha256 for
 LFS files, the git blob id for the others), at the revision resolved to a commit, so every file of
 one download comes from the same commit even when the branch moves meanwhile. Bytes are streamed
-from the ``resolve`` endpoint with ``huggingface_hub``'s HTTP session (``HF_ENDPOINT`` mirrors, the
-token from ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN``, proxies and its user agent all apply) and a Range
-header when resuming.
+from the ``resolve`` endpoint (URL, auth headers and error classification from ``huggingface_hub``:
+``HF_ENDPOINT`` mirrors, the token from ``HF_TOKEN``/``HUGGING_FACE_HUB_TOKEN``; the body through
+:mod:`llmaz.loader.transfer` for throughput) with a Range header when resuming.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from http.client import HTTPException
 
+import httpx2
 from huggingface_hub import HfApi, constants, hf_hub_url
 from huggingface_hub.errors import (
     EntryNotFoundError,
@@ -22,10 +24,10 @@ from huggingface_hub.errors import (
     RevisionNotFoundError,
 )
 from huggingface_hub.utils._headers import build_hf_headers
-from huggingface_hub.utils._http import get_session, hf_raise_for_status
+from huggingface_hub.utils._http import hf_raise_for_status
 from huggingface_hub.utils._paths import filter_repo_objects
 
-from llmaz.loader import layout
+from llmaz.loader import layout, transfer
 from llmaz.loader.engine import LoadError, RemoteFile, TransientError
 
 HUB = "Hugging Face"
@@ -120,24 +122,27 @@ class HuggingFaceSource:
         headers = self._headers()
         if offset:
             headers["Range"] = f"bytes={offset}-"
-        import httpx2
-
         try:
-            with get_session().stream(
-                "GET", url, headers=headers, follow_redirects=True, timeout=self.timeout_seconds
-            ) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    hf_raise_for_status(resp)
-                skip = offset if offset and resp.status_code == 200 else 0  # Range ignored: skip ahead
-                for data in resp.iter_bytes():  # as received: a cut keeps every byte that arrived
+            with transfer.get(url, headers, self.timeout_seconds) as resp:
+                if resp.status >= 400:
+                    # Classified by huggingface_hub itself, from the status and the X-Error-* headers.
+                    hf_raise_for_status(
+                        httpx2.Response(
+                            resp.status,
+                            headers=resp.headers,
+                            content=resp.raw.read(),
+                            request=httpx2.Request("GET", resp.url),
+                        )
+                    )
+                skip = offset if offset and resp.status == 200 else 0  # Range ignored: skip ahead
+                for data in resp.chunks():
                     if skip:
                         if len(data) <= skip:
                             skip -= len(data)
                             continue
                         data, skip = data[skip:], 0  # noqa: PLW2901
                     yield data
-        except httpx2.TransportError as err:
+        except (OSError, HTTPException) as err:
             raise TransientError(f"{type(err).__name__}: {err or 'connection lost'}") from err
         except HfHubHTTPError as err:
             raise self.explain(err, file.path) from err
@@ -174,8 +179,6 @@ class HuggingFaceSource:
             return TransientError(f"{status} from {HUB} for {where}")
         if status is not None:
             return LoadError(f"{status} from {HUB} for {where}: {str(err).splitlines()[0]}")
-        import httpx2
-
         if isinstance(err, httpx2.TransportError | OSError):
-            return LoadError(f"cannot reach {HUB} at {self._endpoint} for {self.repo_id}: {err}")
+            return TransientError(f"cannot reach {HUB} at {self._endpoint} for {self.repo_id}: {err}")
         return err

@@ -94,6 +94,8 @@ ENV_BACKOFF: Final = "LOADER_BACKOFF_SECONDS"
 ENV_PROGRESS_SECONDS: Final = "LOADER_PROGRESS_SECONDS"
 ENV_TERMINATION_LOG: Final = "LOADER_TERMINATION_LOG"
 ENV_LOCK_TIMEOUT: Final = "LOADER_LOCK_TIMEOUT_SECONDS"
+ENV_VERIFY: Final = "LOADER_VERIFY"
+"""``checksum`` (default: sizes and every digest the source publishes) or ``size`` (sizes only)."""
 DEFAULT_TERMINATION_LOG: Final = "/dev/termination-log"
 
 
