@@ -17,6 +17,7 @@ Numbers go to docs/development/benchmarks.md; the target is loader >= 90 % of pl
 from __future__ import annotations
 
 import argparse
+import hashlib
 import http.client
 import logging
 import os
@@ -109,6 +110,10 @@ def main() -> None:
         f"repository: {len(files)} files, {total / 2**20:.0f} MiB, {args.parallel} parallel, "
         f"{args.rounds} rounds"
     )
+    sample = files[max(files, key=lambda n: len(files[n]))]
+    start = time.perf_counter()
+    hashlib.sha256(sample).hexdigest()
+    print(f"sha256 on one core of this CPU: {len(sample) / (time.perf_counter() - start) / 1e6:.0f} MB/s")
     results: dict[str, list[float]] = {"plain": [], "loader": [], "loader-size-only": []}
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve", "--mib", str(args.mib), "--shards", str(args.shards)],

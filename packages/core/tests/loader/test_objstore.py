@@ -203,12 +203,12 @@ def test_oss_uses_virtual_hosted_requests_and_the_oss_keys() -> None:
         provider="OSS",
         bucket="llmaz-models",
         path="Qwen2-7B",
-        endpoint="oss-cn-beijing.aliyuncs.com",
+        endpoint="oss-cn-beijing-internal.aliyuncs.com",
         env={"OSS_ACCESS_KEY_ID": "id", "OSS_ACCESS_KEY_SECRET": "secret"},
     )
     config = source.store().config
-    assert config["endpoint"] == "https://llmaz-models.oss-cn-beijing.aliyuncs.com"
+    assert config["endpoint"] == "https://llmaz-models.oss-cn-beijing-internal.aliyuncs.com"
     assert str(config["virtual_hosted_style_request"]).lower() == "true"
     assert config["access_key_id"] == "id"
     assert config["region"] == "cn-beijing"
-    assert source.describe() == "oss://llmaz-models.oss-cn-beijing.aliyuncs.com/Qwen2-7B"
+    assert source.describe() == "oss://llmaz-models.oss-cn-beijing-internal.aliyuncs.com/Qwen2-7B"

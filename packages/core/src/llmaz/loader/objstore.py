@@ -87,7 +87,9 @@ class ObjectStoreSource:
             if not sep:
                 scheme, host = "https", self.endpoint
             endpoint = f"{scheme}://{self.bucket}.{host}"
-            region = env.get("OSS_REGION") or host.split(".", 1)[0].removeprefix("oss-")
+            region = env.get("OSS_REGION") or host.split(".", 1)[0].removeprefix("oss-").removesuffix(
+                "-internal"
+            )
             options.update(
                 virtual_hosted_style_request=True,
                 region=region,
