@@ -25,6 +25,7 @@ from typing import Any
 
 _INFO = re.compile(r"^/api/models/([^/]+/[^/]+)/revision/([^/?]+)")
 _RESOLVE = re.compile(r"^/([^/]+/[^/]+)/resolve/([^/]+)/([^?]+)")
+_CDN = re.compile(r"^/cdn/([^/]+)/([^/]+)/([0-9a-f]{40})/([^?]+)")
 
 
 def git_blob_sha1(data: bytes) -> str:
@@ -81,6 +82,9 @@ class HubStandIn:
         """File path -> byte counts: the next responses for it are cut after that many bytes."""
         self.corrupt: set[str] = set()
         self.throttle_bytes_per_second: float | None = None
+        self.cdn_redirects = False
+        """Redirect LFS files to a "CDN" on another host name, as the Hub does."""
+        self.cdn_authorization: list[str | None] = []
         self.gate = threading.Event()
         """File bodies are held back until this is set (set by default)."""
         self.gate.set()
@@ -151,6 +155,8 @@ class HubStandIn:
                     self._info(m.group(1), m.group(2))
                 elif m := _RESOLVE.match(self.path):
                     self._resolve(m.group(1), m.group(2), m.group(3))
+                elif m := _CDN.match(self.path):
+                    self._cdn(m.group(1), m.group(2), m.group(3), m.group(4))
                 else:
                     self._error(404, None, "not found")
 
@@ -194,6 +200,15 @@ class HubStandIn:
                 if data is None:
                     self._error(404, "EntryNotFound", f"{path} does not exist on {revision}")
                     return
+                if hub.cdn_redirects and len(data) >= repo.lfs_min_size and "cdn" not in self.path:
+                    # Like the Hub for LFS files: a redirect to another host (here "localhost" instead
+                    # of "127.0.0.1"), which must not receive the token.
+                    port = hub._server.server_address[1]
+                    self.send_response(302)
+                    self.send_header("Location", f"http://localhost:{port}/cdn/{repo_id}/{commit}/{path}")
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+                    return
                 etag = digests(data)[0]
                 if path in hub.corrupt:
                     data = bytes([data[0] ^ 0xFF]) + data[1:]
@@ -227,6 +242,17 @@ class HubStandIn:
                     self.wfile.write(piece)
                     if hub.throttle_bytes_per_second:
                         time.sleep(len(piece) / hub.throttle_bytes_per_second)
+
+            def _cdn(self, org: str, name: str, commit: str, path: str) -> None:
+                with hub.lock:
+                    hub.cdn_authorization.append(self.headers.get("Authorization"))
+                repo = hub.repos[f"{org}/{name}"]
+                revision = next(r for r, c in repo.revisions.items() if c == commit)
+                auth = self.headers.get("Authorization")
+                if not auth:  # the CDN link is pre-signed: serve without a token
+                    self.headers["Authorization"] = f"Bearer {hub.token}"
+                self.path = f"/cdn/{org}/{name}/resolve/{revision}/{path}"
+                self._resolve(f"{org}/{name}", revision, path)
 
         return Handler
 

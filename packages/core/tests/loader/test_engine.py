@@ -152,6 +152,10 @@ def test_ollama_has_nothing_to_do(tmp_path: Path) -> None:
             "LOADER_PARALLEL_FILES='many': not a number",
         ),
         (
+            {"MODEL_SOURCE_TYPE": "modelhub", "MODEL_ID": "a/b", "LOADER_VERIFY": "maybe"},
+            "LOADER_VERIFY='maybe': expected checksum or size",
+        ),
+        (
             {"MODEL_SOURCE_TYPE": "modelhub", "MODEL_ID": "a/b", "LOADER_RETRIES": "-1"},
             "LOADER_RETRIES='-1': must be at least 0",
         ),

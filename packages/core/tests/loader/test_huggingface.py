@@ -138,6 +138,12 @@ def test_corrupt_file_is_detected_and_never_put_in_place(hub: HubStandIn, models
     assert not Path(layout.marker_path(env["MODEL_LOCAL_PATH"])).exists()
 
 
+def test_size_only_verification_is_an_explicit_opt_out(hub: HubStandIn, models: Path) -> None:
+    """LOADER_VERIFY=size skips hashing: a same-size corruption then goes unnoticed, by choice."""
+    hub.corrupt.add("config.json")
+    assert main(hub_env(hub, models, LOADER_VERIFY="size")) == 0
+
+
 def test_corrupt_small_file_is_detected_by_its_git_blob_id(hub: HubStandIn, models: Path) -> None:
     hub.corrupt.add("config.json")
     assert main(hub_env(hub, models, LOADER_RETRIES="0")) == 1
@@ -154,3 +160,17 @@ def test_a_new_revision_fetches_only_the_files_that_changed(hub: HubStandIn, mod
     assert main({**env, "REVISION": "v2"}) == 0
     assert hub.gets == {"config.json": 1}
     assert tree(env["MODEL_LOCAL_PATH"]) == repo.files
+
+
+def test_lfs_files_follow_the_cdn_redirect_without_the_token(hub: HubStandIn, models: Path) -> None:
+    hub.repos["org/private"] = Repo(files=generate_model(3), private=True)
+    hub.cdn_redirects = True
+    shard = "model-00001-of-00002.safetensors"
+    hub.cut_after[shard] = [500_000]  # and a cut on the CDN leg resumes there too
+    env = hub_env(hub, models, repo="org/private", HF_TOKEN=HubStandIn.token)
+    assert main(env) == 0
+    assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos["org/private"].files
+    lfs = [n for n, b in hub.repos["org/private"].files.items() if len(b) >= 1024]
+    assert len(hub.cdn_authorization) == len(lfs) + 1  # every LFS file, the cut one twice
+    assert set(hub.cdn_authorization) == {None}
+    assert (shard, 500_000) in hub.ranges

@@ -84,8 +84,8 @@ def get(url: str, headers: dict[str, str], timeout: float, max_redirects: int = 
             if raw.status in _REDIRECTS and raw.getheader("Location"):
                 raw.read()
                 url = urljoin(url, raw.getheader("Location") or "")
-                if urlsplit(url).netloc != origin:
-                    headers.pop("Authorization", None)
+                if urlsplit(url).netloc != origin:  # never send the token to another host
+                    headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
                 continue
             yield Response(raw.status, {k.lower(): v for k, v in raw.getheaders()}, url, raw)
             return
