@@ -63,6 +63,7 @@ def test_renderer_and_loader_agree_on_every_path(path: Path, plugins: PluginMana
     for spec, loader in _loaders(path, plugins):
         env = _values(loader)
         local = env[layout.ENV_LOCAL_PATH]
+        assert loader["command"] == ["llmaz", "load-model"]  # this project's loader, not the image default
         # Loader side: the same environment without MODEL_LOCAL_PATH leads to the same place.
         assert default_local_path({k: v for k, v in env.items() if k != layout.ENV_LOCAL_PATH}) == local
         # The loader writes on the model volume, mounted at MODEL_DIR.

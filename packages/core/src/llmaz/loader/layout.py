@@ -41,6 +41,11 @@ IMAGE_REPOSITORY: Final = "ghcr.io/inftyai/llmaz-python"
 """This project's image; ``llmaz load-model`` is its second entry point (the first is the operator)."""
 
 
+LOADER_COMMAND: Final = ("llmaz", "load-model")
+"""The init container's command: an override image must provide it too (llmaz's ``model-loader``
+images do not; they run ``python main.py``)."""
+
+
 def default_loader_image(version: str) -> str:
     """The loader image of one llmaz release (the operator config may override it)."""
     return f"{IMAGE_REPOSITORY}:v{version}"

@@ -7,7 +7,7 @@ from typing import Any
 
 from llmaz import __version__
 from llmaz.api import Service
-from llmaz.loader.layout import default_loader_image
+from llmaz.loader.layout import LOADER_COMMAND, default_loader_image
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
 from llmaz.render.common import (
@@ -70,7 +70,12 @@ def _volumes_and_mounts(
 
 def _loader(source: ModelSource, image: str, runner: dict[str, Any] | None) -> dict[str, Any]:
     envs = merge_envs(source.loader_inputs(), source.credential_envs())
-    container: dict[str, Any] = {"name": source.loader_name, "image": image, "env": envs}
+    container: dict[str, Any] = {
+        "name": source.loader_name,
+        "image": image,
+        "command": list(LOADER_COMMAND),
+        "env": envs,
+    }
     if runner is not None:
         # Proxies, mirrors (HF_ENDPOINT) and the like set on the runner reach the loader too,
         # but never twice under one name.
