@@ -15,7 +15,7 @@ from conftest import REPO, hub_env, termination_message
 from standins import HubStandIn, tree
 
 from llmaz.loader import layout
-from llmaz.loader.engine import Options, Progress, load
+from llmaz.loader.engine import LoadError, Options, Progress, RemoteFile, load
 from llmaz.loader.huggingface import HuggingFaceSource
 from llmaz.loader.main import main
 
@@ -180,3 +180,29 @@ def test_cli_entry_point_exits_non_zero_with_the_cause(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert log.read_text().startswith("MODEL_SOURCE_TYPE='nope': unknown model source type")
+
+
+class _ListingOnly:
+    """Test double of a source whose listing names a file outside the model folder."""
+
+    single_file = False
+
+    def describe(self) -> str:
+        return "s3://bucket/evil"
+
+    def key(self) -> str:
+        return "evil"
+
+    def list_files(self) -> list[RemoteFile]:
+        return [RemoteFile(path="../../etc/cron.d/x", size=1)]
+
+    def read(self, file: RemoteFile, offset: int) -> list[bytes]:
+        return [b"x"]
+
+
+def test_remote_names_cannot_escape_the_model_folder(models: Path) -> None:
+    with pytest.raises(
+        LoadError, match=r"refusing to write outside the model folder: .*'\.\./\.\./etc/cron\.d/x'"
+    ):
+        load(_ListingOnly(), str(models / "models--evil"), Options())
+    assert not (models.parent / "etc").exists()
