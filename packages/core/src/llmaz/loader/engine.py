@@ -531,7 +531,10 @@ def load(source: Source, local_path: str, options: Options | None = None) -> Res
             "key": key,
             "source": source.describe(),
             "bytes": total,
-            "files": {f.path: f.digest() or f"size:{f.size}" for f in files},
+            # A digest is recorded only when it was checked, since the next revision trusts it.
+            "files": {
+                f.path: (f.digest() if options.verify_checksums else None) or f"size:{f.size}" for f in files
+            },
             "completed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         _write_atomic(Path(layout.marker_path(local_path)), json.dumps(marker, indent=1, sort_keys=True))
