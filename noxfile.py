@@ -103,3 +103,9 @@ def e2e(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Benchmarks (not tests; numbers go to docs/development/benchmarks.md): nox -s bench."""
     session.run(PY, "benchmarks/render_bench.py", *session.posargs)
+
+
+@nox.session(default=False)
+def bench_loader(session: nox.Session) -> None:
+    """Model loader throughput vs a plain HTTP download (not a test): nox -s bench_loader."""
+    session.run(PY, "benchmarks/loader_bench.py", *session.posargs)

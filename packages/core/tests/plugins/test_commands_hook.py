@@ -113,7 +113,15 @@ def test_every_core_command_module_registers_through_the_same_function() -> None
     for module in CORE_COMMAND_MODULES:
         register: Callable[..., None] = importlib.import_module(module).llmaz_register_commands
         register(register=registry)
-    assert set(registry.items) == {"version", "crds", "render", "plugins", "backends", "operator"}
+    assert set(registry.items) == {
+        "version",
+        "crds",
+        "render",
+        "plugins",
+        "backends",
+        "operator",
+        "load-model",
+    }
 
 
 def test_installed_plugins_provide_demo_and_karpenter() -> None:

@@ -23,6 +23,7 @@ CORE_COMMAND_MODULES: tuple[str, ...] = (
     "llmaz.cli.version",
     "llmaz.cli.crds",
     "llmaz.cli.render",
+    "llmaz.cli.load_model",
     "llmaz.cli.plugins",
     "llmaz.operator.cli",
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from llmaz import __version__
 from llmaz.api import Service
 from llmaz.api.conventions import (
     ANNOTATION_FLAVORS,
@@ -16,6 +17,7 @@ from llmaz.api.conventions import (
     MANAGER,
     MODEL_RUNNER,
 )
+from llmaz.loader.layout import LOADER_COMMAND, default_loader_image
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
 from llmaz.render.errors import InvalidWorkloadTemplate
@@ -34,8 +36,8 @@ from llmaz.render.objects import (
 )
 from llmaz.render.sources import MODEL_DIR, ResolvedSource
 
-DEFAULT_MODEL_LOADER_IMAGE = "inftyai/model-loader:v0.0.10"
-"""Loader image used when the operator passes none (the chart sets the real one)."""
+DEFAULT_MODEL_LOADER_IMAGE = default_loader_image(__version__)
+"""Loader image used when the operator passes none: this project's own image (``llmaz load-model``)."""
 
 
 def _volumes_and_mounts(
@@ -70,7 +72,12 @@ def _volumes_and_mounts(
 
 def _loader(source: ResolvedSource, image: str, runner: dict[str, Any] | None) -> dict[str, Any]:
     envs = merge_envs(source.loader_inputs(), source.credential_envs())
-    container: dict[str, Any] = {"name": source.loader_name, "image": image, "env": envs}
+    container: dict[str, Any] = {
+        "name": source.loader_name,
+        "image": image,
+        "command": list(LOADER_COMMAND),
+        "env": envs,
+    }
     if runner is not None:
         # Proxies, mirrors (HF_ENDPOINT) and the like set on the runner reach the loader too,
         # but never twice under one name.

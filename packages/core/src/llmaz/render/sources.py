@@ -27,14 +27,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from llmaz.api import OpenModel
+from llmaz.loader import layout
+from llmaz.loader.layout import AWS_SECRET, HUB_SECRET, MODEL_DIR, OSS_SECRET
 from llmaz.render.errors import InvalidModelSource
 
-MODEL_DIR = "/workspace/models"
-"""Where loaders write and the runner reads downloaded weights."""
-
-HUB_SECRET = "modelhub-secret"
-AWS_SECRET = "aws-access-secret"
-OSS_SECRET = "oss-access-secret"
+__all__ = ["AWS_SECRET", "HUB_SECRET", "MODEL_DIR", "OSS_SECRET", "ResolvedSource", "resolve_source"]
 
 SourceProtocol = Literal["huggingface", "modelscope", "oss", "s3", "gcs", "host", "pvc", "ollama"]
 _URI_PROTOCOLS: dict[str, SourceProtocol] = {
@@ -45,11 +42,6 @@ _URI_PROTOCOLS: dict[str, SourceProtocol] = {
     "PVC": "pvc",
     "OLLAMA": "ollama",
 }
-_SINGLE_FILE_SUFFIXES = (".gguf",)
-"""An object-store path whose last segment ends with one of these is one file, else a folder.
-
-The same rule is handed to the loader through ``MODEL_LOCAL_PATH``, so the loader and the runner
-can never disagree (llmaz's Go code checked ``.gguf`` while its loader checked for any dot)."""
 
 
 def env_value(name: str, value: str) -> dict[str, Any]:
@@ -101,16 +93,12 @@ class ResolvedSource:
 
     def local_path(self) -> str:
         """Path of the weights once a loader has fetched them."""
+        # The loader reads the same rule from llmaz.loader.layout, so the two cannot disagree.
         if self.is_hub:
             hub = self.model.spec.source.model_hub
             assert hub is not None
-            if hub.filename:
-                return f"{MODEL_DIR}/{hub.filename}"
-            return f"{MODEL_DIR}/models--{hub.model_id.replace('/', '--')}"
-        last = (self.path or "").rstrip("/").rsplit("/", 1)[-1]
-        if last.lower().endswith(_SINGLE_FILE_SUFFIXES):
-            return f"{MODEL_DIR}/{last}"
-        return f"{MODEL_DIR}/models--{last}"
+            return layout.hub_local_path(hub.model_id, hub.filename)
+        return layout.objstore_local_path(self.path or "")
 
     def model_path(self, skip_loader: bool) -> str:
         """``{{ .ModelPath }}``: where (or what) the engine loads."""
@@ -141,19 +129,19 @@ class ResolvedSource:
         """Secret references the loader (or, without a loader, the engine) needs."""
         if self.is_hub:
             return [
-                env_secret("HUGGING_FACE_HUB_TOKEN", HUB_SECRET, "HF_TOKEN"),
-                env_secret("HF_TOKEN", HUB_SECRET, "HF_TOKEN"),
+                env_secret(layout.ENV_HF_TOKEN_LEGACY, HUB_SECRET, layout.ENV_HF_TOKEN),
+                env_secret(layout.ENV_HF_TOKEN, HUB_SECRET, layout.ENV_HF_TOKEN),
             ]
         if self.protocol in ("s3", "gcs"):
             # GCS is read through its S3-compatible API with HMAC keys.
             return [
-                env_secret("AWS_ACCESS_KEY_ID", AWS_SECRET, "AWS_ACCESS_KEY_ID"),
-                env_secret("AWS_SECRET_ACCESS_KEY", AWS_SECRET, "AWS_SECRET_ACCESS_KEY"),
+                env_secret(layout.ENV_AWS_KEY_ID, AWS_SECRET, layout.ENV_AWS_KEY_ID),
+                env_secret(layout.ENV_AWS_SECRET_KEY, AWS_SECRET, layout.ENV_AWS_SECRET_KEY),
             ]
         if self.protocol == "oss":
             return [
-                env_secret("OSS_ACCESS_KEY_ID", OSS_SECRET, "OSS_ACCESS_KEY_ID"),
-                env_secret("OSS_ACCESS_KEY_SECRET", OSS_SECRET, "OSS_ACCESS_KEY_SECRET"),
+                env_secret(layout.ENV_OSS_KEY_ID, OSS_SECRET, layout.ENV_OSS_KEY_ID),
+                env_secret(layout.ENV_OSS_SECRET_KEY, OSS_SECRET, layout.ENV_OSS_SECRET_KEY),
             ]
         return []
 
@@ -164,26 +152,33 @@ class ResolvedSource:
             hub = self.model.spec.source.model_hub
             assert hub is not None
             envs += [
-                env_value("MODEL_SOURCE_TYPE", "modelhub"),
-                env_value("MODEL_ID", hub.model_id),
-                env_value("MODEL_HUB_NAME", str(hub.name)),
-                env_value("REVISION", hub.revision),
+                env_value(layout.ENV_SOURCE_TYPE, layout.SOURCE_MODELHUB),
+                env_value(layout.ENV_MODEL_ID, hub.model_id),
+                env_value(layout.ENV_HUB_NAME, str(hub.name)),
+                env_value(layout.ENV_REVISION, hub.revision),
             ]
             if hub.filename:
-                envs.append(env_value("MODEL_FILENAME", hub.filename))
+                envs.append(env_value(layout.ENV_FILENAME, hub.filename))
             if hub.allow_patterns:
-                envs.append(env_value("MODEL_ALLOW_PATTERNS", ",".join(hub.allow_patterns)))
+                envs.append(
+                    env_value(layout.ENV_ALLOW_PATTERNS, layout.PATTERN_SEPARATOR.join(hub.allow_patterns))
+                )
             if hub.ignore_patterns:
-                envs.append(env_value("MODEL_IGNORE_PATTERNS", ",".join(hub.ignore_patterns)))
+                envs.append(
+                    env_value(layout.ENV_IGNORE_PATTERNS, layout.PATTERN_SEPARATOR.join(hub.ignore_patterns))
+                )
         else:
             envs += [
-                env_value("MODEL_SOURCE_TYPE", "objstore"),
-                env_value("PROVIDER", self.protocol.upper()),
+                env_value(layout.ENV_SOURCE_TYPE, layout.SOURCE_OBJSTORE),
+                env_value(layout.ENV_PROVIDER, self.protocol.upper()),
             ]
             if self.endpoint:
-                envs.append(env_value("ENDPOINT", self.endpoint))
-            envs += [env_value("BUCKET", self.bucket or ""), env_value("MODEL_PATH", self.path or "")]
-        envs.append(env_value("MODEL_LOCAL_PATH", self.local_path()))
+                envs.append(env_value(layout.ENV_ENDPOINT, self.endpoint))
+            envs += [
+                env_value(layout.ENV_BUCKET, self.bucket or ""),
+                env_value(layout.ENV_MODEL_PATH, self.path or ""),
+            ]
+        envs.append(env_value(layout.ENV_LOCAL_PATH, self.local_path()))
         return envs
 
 

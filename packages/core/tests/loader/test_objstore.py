@@ -1,0 +1,214 @@
+"""The loader against an S3 STAND-IN on loopback: moto in server mode.
+
+moto cannot live in the workspace environment (botocore pins ``python-dateutil<3``, the Kubernetes
+client needs 3.x), so it runs from its own locked-version tool environment built by uv, as a separate
+process, which is also how a real object store is reached: over HTTP on a port.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import obstore
+import pytest
+from obstore.store import S3Store
+from standins import CuttingProxy, generate_model, tree
+
+from llmaz.loader import layout
+from llmaz.loader.main import main
+from llmaz.loader.objstore import ObjectStoreSource
+
+MOTO = "moto[server]==5.2.5"
+BUCKET = "models"
+PREFIX = "qwen/Qwen2-0.5B-Instruct"
+
+
+def _uv() -> str:
+    found = shutil.which("uv") or next(
+        iter(sorted(glob.glob(os.path.expanduser("~/.cache/llmaz/bootstrap-uv-*/bin/uv")))), None
+    )
+    if found is None:
+        pytest.fail("uv not found: run tools/bootstrap.sh (it installs uv), which the S3 stand-in needs")
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class MotoServer:
+    """STAND-IN for S3: moto's server mode on a loopback port."""
+
+    def __init__(self, **env: str) -> None:
+        self.port = _free_port()
+        self.proc = subprocess.Popen(
+            [
+                _uv(),
+                "tool",
+                "run",
+                "--quiet",
+                "--from",
+                MOTO,
+                "moto_server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+            ],
+            env={**os.environ, **env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 180  # the first run builds moto's tool environment
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                pytest.fail(f"moto server exited: {err[-2000:]}")
+            try:
+                urllib.request.urlopen(f"{self.url}/moto-api/", timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        self.close()
+        pytest.fail("moto server did not start within 180 s")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[tuple[MotoServer, dict[str, bytes]]]:
+    server = MotoServer()
+    try:
+        urllib.request.urlopen(urllib.request.Request(f"{server.url}/{BUCKET}", method="PUT")).close()
+        store = S3Store(
+            BUCKET,
+            endpoint=server.url,
+            region="us-east-1",
+            access_key_id="test",
+            secret_access_key="test",
+            client_options={"allow_http": True},
+        )
+        files = generate_model(seed=7)
+        for name, data in files.items():
+            obstore.put(store, f"{PREFIX}/{name}", data)
+        obstore.put(store, "gguf/qwen2-0_5b-instruct-q4_0.gguf", files["model-00001-of-00002.safetensors"])
+        yield server, files
+    finally:
+        server.close()
+
+
+def _env(endpoint: str, models: Path, path: str = PREFIX, **extra: str) -> dict[str, str]:
+    env = {
+        "MODEL_SOURCE_TYPE": "objstore",
+        "PROVIDER": "S3",
+        "BUCKET": BUCKET,
+        "MODEL_PATH": path,
+        "MODEL_LOCAL_PATH": layout.objstore_local_path(path, model_dir=str(models)),
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "LOADER_BACKOFF_SECONDS": "0.01",
+        "LOADER_TERMINATION_LOG": str(models.parent / "termination-log"),
+    }
+    env.update(extra)
+    return env
+
+
+def _message(models: Path) -> str:
+    return (models.parent / "termination-log").read_text().strip()
+
+
+def test_folder_download_and_skip_on_restart(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
+    server, files = s3
+    env = _env(server.url, models)
+    assert main(env) == 0
+    assert env["MODEL_LOCAL_PATH"].endswith("/models--Qwen2-0.5B-Instruct")
+    assert tree(env["MODEL_LOCAL_PATH"]) == files
+    marker = json.loads(Path(layout.marker_path(env["MODEL_LOCAL_PATH"])).read_text())
+    assert marker["source"] == f"s3://{BUCKET}/{PREFIX}"
+    # A restarted pod finds the marker and needs the store no more (port 9 answers nothing).
+    assert main({**env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}) == 0
+
+
+def test_gguf_path_is_one_file(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
+    server, files = s3
+    env = _env(server.url, models, path="gguf/qwen2-0_5b-instruct-q4_0.gguf")
+    assert main(env) == 0
+    assert Path(env["MODEL_LOCAL_PATH"]).read_bytes() == files["model-00001-of-00002.safetensors"]
+    assert env["MODEL_LOCAL_PATH"] == str(models / "qwen2-0_5b-instruct-q4_0.gguf")
+
+
+def test_gcs_reads_through_the_s3_api_with_the_aws_keys(
+    s3: tuple[MotoServer, dict[str, bytes]], models: Path
+) -> None:
+    server, files = s3
+    assert main(_env(server.url, models, PROVIDER="GCS")) == 0
+    assert tree(str(models / "models--Qwen2-0.5B-Instruct")) == files
+
+
+def test_connection_cut_mid_file_resumes(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
+    server, files = s3
+    proxy = CuttingProxy(server.port, after_bytes=1_200_000, cuts=3)
+    try:
+        env = _env(proxy.url, models, LOADER_PARALLEL_FILES="1")
+        assert main(env) == 0
+        assert proxy.cut_count == 3
+        assert tree(env["MODEL_LOCAL_PATH"]) == files
+    finally:
+        proxy.close()
+
+
+def test_404_path(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
+    server, _ = s3
+    assert main(_env(server.url, models, path="absent/model")) == 1
+    assert _message(models) == f"404 from S3 for s3://{BUCKET}/absent/model: no objects under this path"
+    assert main(_env(server.url, models, path="absent/model.gguf")) == 1
+    assert _message(models) == f"404 from S3 for s3://{BUCKET}/absent/model.gguf: no such object or bucket"
+
+
+def test_unknown_keys_name_the_secret(models: Path) -> None:
+    """moto with authentication on (INITIAL_NO_AUTH_ACTION_COUNT=0) rejects keys it does not know."""
+    server = MotoServer(INITIAL_NO_AUTH_ACTION_COUNT="0")
+    try:
+        assert main(_env(server.url, models)) == 1
+    finally:
+        server.close()
+    message = _message(models)
+    assert message == f"401 from S3 for s3://{BUCKET}/{PREFIX}: set secret aws-access-secret with valid keys"
+
+
+def test_oss_uses_virtual_hosted_requests_and_the_oss_keys() -> None:
+    """No OSS stand-in can be reached by bucket sub-domain on loopback: the store settings are checked."""
+    source = ObjectStoreSource(
+        provider="OSS",
+        bucket="llmaz-models",
+        path="Qwen2-7B",
+        endpoint="oss-cn-beijing-internal.aliyuncs.com",
+        env={"OSS_ACCESS_KEY_ID": "id", "OSS_ACCESS_KEY_SECRET": "secret"},
+    )
+    config = source.store().config
+    assert config["endpoint"] == "https://llmaz-models.oss-cn-beijing-internal.aliyuncs.com"
+    assert str(config["virtual_hosted_style_request"]).lower() == "true"
+    assert config["access_key_id"] == "id"
+    assert config["region"] == "cn-beijing"
+    assert source.describe() == "oss://llmaz-models.oss-cn-beijing-internal.aliyuncs.com/Qwen2-7B"
