@@ -193,9 +193,11 @@ def test_demo_without_go_says_what_to_install(tmp_path: Path) -> None:
     """No `go` on PATH (and no prebuilt root given): one clear message, exit 1, no traceback."""
     only_bash = tmp_path / "bin"
     only_bash.mkdir()
-    bash = shutil.which("bash")
-    assert bash
-    (only_bash / "bash").symlink_to(bash)
+    # a machine without Go still has bash and coreutils; only `go` is missing
+    for tool in ("bash", "readlink", "dirname", "basename", "cat", "sha256sum", "cut"):
+        found = shutil.which(tool)
+        assert found, tool
+        (only_bash / tool).symlink_to(found)
     env = {k: v for k, v in os.environ.items() if k != "LLMAZ_GO_TOOLS_ROOT"}
     env["PATH"] = str(only_bash)
     res = subprocess.run(

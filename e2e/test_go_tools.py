@@ -88,12 +88,14 @@ def test_bad_argument_is_refused() -> None:
 
 
 def test_missing_go_is_exit_code_3(tmp_path: Path) -> None:
-    """A PATH with bash and nothing else: the script stops before touching the cache."""
+    """A PATH with bash and coreutils but no `go`: the script stops before touching the cache."""
     only_bash = tmp_path / "bin"
     only_bash.mkdir()
-    bash = shutil.which("bash")
-    assert bash
-    (only_bash / "bash").symlink_to(bash)
+    # a machine without Go still has bash and coreutils; only `go` is missing
+    for tool in ("bash", "readlink", "dirname", "basename", "cat", "sha256sum", "cut"):
+        found = shutil.which(tool)
+        assert found, tool
+        (only_bash / tool).symlink_to(found)
     res = _run(env={"PATH": str(only_bash), "GO_TOOLS_CACHE": str(tmp_path / "cache")})
     assert res.returncode == GO_MISSING_EXIT_CODE, res.stderr
     assert "go toolchain missing" in res.stderr
