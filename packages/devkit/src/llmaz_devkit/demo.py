@@ -39,6 +39,7 @@ from llmaz_devkit.cluster import (
     ControlPlane,
     ControlPlaneError,
     Kubectl,
+    KubectlError,
     NodePool,
     go_tools_root,
     pid_alive,
@@ -209,7 +210,16 @@ class Cluster:
 def install_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
     cluster.apply(crds, namespaced=False)
     names = [f"crd/{c['metadata']['name']}" for c in crds]
-    cluster.run("wait", "--for=condition=Established", "--timeout=60s", *names, timeout=90)
+    for attempt in range(5):
+        try:
+            cluster.run("wait", "--for=condition=Established", "--timeout=60s", *names, timeout=90)
+            return
+        except KubectlError as err:
+            # kubectl wait fails at once on an object whose status has no conditions yet (a CRD
+            # created a moment ago on a busy API server); that is "not yet", so ask again.
+            if "accessor error" not in str(err) or attempt == 4:
+                raise
+            time.sleep(1)
 
 
 def start_operator(
