@@ -153,7 +153,13 @@ class Operator:
 def crds(control_plane: ControlPlane) -> None:
     docs = llmaz_crd_documents(ROOT, control_plane.binary("helm"))
     control_plane.apply(docs)
-    control_plane.wait_established([d["metadata"]["name"] for d in docs])
+    for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
+        name = doc["metadata"]["name"]
+        wait_until(
+            lambda n=name: condition(get(control_plane, f"crd/{n}"), "Established").get("status") == "True",
+            f"CRD {name} Established",
+            60,
+        )
 
 
 def bind_operator_account(cp: ControlPlane, name: str) -> Path:
@@ -291,6 +297,46 @@ def test_playground_converges_with_owned_children_status_and_events(
     assert reasons.count("Pending") <= 1, reasons
     table = cp.kubectl("get", "pl", "-n", namespace).stdout
     assert "Available" in table.splitlines()[1]
+    writes = [w for w in audit_writes(cp, operator.user, 0) if f" {namespace}/" in w]
+    # 3 children; per Playground and Service at most 3 status writes (Pending, the pod selector
+    # appears, Available) and one Event per change of the Available reason: 13 at most
+    assert len(writes) <= 13, "\n".join(writes)
+
+
+def test_name_conflict_then_recovery_and_a_user_service_converges(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    service = {
+        "apiVersion": API,
+        "kind": "Service",
+        "metadata": {"name": "taken", "namespace": namespace},
+        "spec": {
+            "modelClaims": {"models": [{"name": "qwen-j"}]},
+            "replicas": 2,
+            "workloadTemplate": {
+                "workerTemplate": {
+                    "spec": {
+                        "containers": [
+                            {"name": "model-runner", "image": "example.com/engine:v1", "resources": SMALL}
+                        ]
+                    }
+                }
+            },
+        },
+    }
+    cp.apply([model("qwen-j"), service])
+    # a user's inference Service is reconciled on its own: LWS + -lb Service, then Available
+    wait_until(lambda: reason(cp, "isvc/taken", namespace) == "Available", "isvc Available", 60, operator.log)
+    lws = get(cp, "leaderworkerset/taken", namespace)
+    assert lws is not None
+    assert lws["spec"]["replicas"] == 2
+    assert (get(cp, "isvc/taken", namespace) or {})["status"]["replicas"] == 2
+    # a Playground of the same name does not take it over
+    cp.apply([playground("taken", namespace, "qwen-j")])
+    wait_until(lambda: reason(cp, "pl/taken", namespace) == "NameConflict", "NameConflict", 30, operator.log)
+    assert (get(cp, "isvc/taken", namespace) or {})["spec"]["replicas"] == 2
+    cp.kubectl("delete", "isvc/taken", "-n", namespace, "--wait=true")
+    wait_until(lambda: reason(cp, "pl/taken", namespace) == "Available", "recovered", 60, operator.log)
 
 
 def test_model_created_after_its_playground_converges_within_seconds(
