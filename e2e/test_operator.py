@@ -297,6 +297,15 @@ def test_playground_converges_with_owned_children_status_and_events(
     assert reasons.count("Pending") <= 1, reasons
     table = cp.kubectl("get", "pl", "-n", namespace).stdout
     assert "Available" in table.splitlines()[1]
+    in_use = wait_until(
+        lambda: condition(get(cp, "om/qwen-a"), "InUse") or None,
+        "the model's InUse condition",
+        10,
+        operator.log,
+    )
+    assert in_use["reason"] == "Referenced"
+    assert f"Playground {namespace}/chat" in in_use["message"]
+    assert f"Service {namespace}/chat" in in_use["message"]
     writes = [w for w in audit_writes(cp, operator.user, 0) if f" {namespace}/" in w]
     # 3 children; per Playground and Service at most 3 status writes (Pending, the pod selector
     # appears, Available) and one Event per change of the Available reason: 13 at most
