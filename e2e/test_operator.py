@@ -362,6 +362,46 @@ def test_model_created_after_its_playground_converges_within_seconds(
     wait_until(lambda: reason(cp, "pl/late", namespace) == "Available", "Available", 60, operator.log)
 
 
+def test_every_backend_and_speculative_decoding_become_available(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """llmaz's controller suite in our terms: each built-in backend with a version override, extra
+    args and an env var, and a main + draft model, all reach Available."""
+    docs: list[dict[str, Any]] = [model("qwen-k"), model("qwen-k-draft")]
+    backends = ("vllm", "sglang", "llamacpp", "tgi", "tensorrt-llm", "ollama")
+    for backend in backends:
+        brc = {
+            "backendName": backend,
+            "version": "main",
+            "args": ["--extra"],
+            "envs": [{"name": "FOO", "value": "BAR"}],
+        }
+        docs.append(playground(f"be-{backend}", namespace, "qwen-k", backendRuntimeConfig=brc))
+    spec = playground("spec", namespace, "qwen-k")
+    del spec["spec"]["modelClaim"]
+    spec["spec"]["modelClaims"] = {
+        "models": [{"name": "qwen-k", "role": "main"}, {"name": "qwen-k-draft", "role": "draft"}]
+    }
+    docs.append(spec)
+    cp.apply(docs)
+    names = [f"be-{b}" for b in backends] + ["spec"]
+
+    def all_available() -> bool:
+        return all(reason(cp, f"pl/{n}", namespace) == "Available" for n in names)
+
+    wait_until(all_available, f"{names} Available", 90, operator.log)
+    for backend in backends:
+        container = (get(cp, f"isvc/be-{backend}", namespace) or {})["spec"]["workloadTemplate"][
+            "workerTemplate"
+        ]["spec"]["containers"][0]
+        assert container["image"].endswith(":main"), container["image"]
+        assert container["args"][-1] == "--extra"
+        assert {"name": "FOO", "value": "BAR"} in container["env"]
+    lws = get(cp, "leaderworkerset/spec", namespace) or {}
+    init = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["initContainers"]
+    assert len(init) == 2  # one model loader per claimed model
+
+
 def test_deleted_lws_comes_back_with_a_new_uid(cp: ControlPlane, operator: Operator, namespace: str) -> None:
     cp.apply([model("qwen-b"), playground("repair", namespace, "qwen-b")])
     lws = wait_until(lambda: get(cp, "leaderworkerset/repair", namespace), "LWS", 30, operator.log)
