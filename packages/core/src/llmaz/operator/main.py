@@ -82,7 +82,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     ready_flag: asyncio.Event = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(),
+            registry=build_registry(webhooks_enabled=config.webhook.enabled),
             memo=kopf.Memo(**{MEMO_KEY: rt}),
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),
