@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import yaml
 
-from llmaz.cli.demo import llmaz_crd_documents
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
+from llmaz_devkit.demo import llmaz_crd_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 SA_NAMESPACE = "llmaz-system"
@@ -129,6 +129,8 @@ class Operator:
     user: str
     metrics_port: int
     health_port: int
+    webhook_port: int
+    ca: bytes
 
     def http(self, port: int, path: str) -> tuple[int, str]:
         try:
@@ -153,7 +155,13 @@ class Operator:
 def crds(control_plane: ControlPlane) -> None:
     docs = llmaz_crd_documents(ROOT, control_plane.binary("helm"))
     control_plane.apply(docs)
-    control_plane.wait_established([d["metadata"]["name"] for d in docs])
+    for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
+        name = doc["metadata"]["name"]
+        wait_until(
+            lambda n=name: condition(get(control_plane, f"crd/{n}"), "Established").get("status") == "True",
+            f"CRD {name} Established",
+            60,
+        )
 
 
 def bind_operator_account(cp: ControlPlane, name: str) -> Path:
@@ -183,14 +191,110 @@ def bind_operator_account(cp: ControlPlane, name: str) -> Path:
     return kubeconfig
 
 
+def issue_tls(directory: Path) -> bytes:
+    """A CA and a serving certificate for 127.0.0.1 (``tls.crt``/``tls.key``); returns the CA PEM."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def build(subject: str, issuer: x509.Name | None, key: Any, signer: Any, ca: bool) -> x509.Certificate:
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(issuer or name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = build("llmaz-e2e-webhook-ca", None, ca_key, ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = build("127.0.0.1", ca.subject, key, ca_key, False)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return ca.public_bytes(serialization.Encoding.PEM)
+
+
+WEBHOOK_CONFIG_NAME = "llmaz-operator-e2e"
+
+
+def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
+    """Registered by URL on 127.0.0.1, as the chart would by Service: Fail, 5 s, CREATE/UPDATE only."""
+    import base64
+
+    def hook(path: str, group: str, resource: str) -> dict[str, Any]:
+        return {
+            "name": f"{path}.llmaz.io",
+            "clientConfig": {
+                "url": f"https://127.0.0.1:{port}/{path}",
+                "caBundle": base64.b64encode(ca).decode(),
+            },
+            "rules": [
+                {
+                    "apiGroups": [group],
+                    "apiVersions": ["v1alpha1"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": [resource],
+                }
+            ],
+            "failurePolicy": "Fail",
+            "timeoutSeconds": 5,
+            "sideEffects": "None",
+            "admissionReviewVersions": ["v1"],
+        }
+
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIG_NAME},
+            "webhooks": [hook("openmodel-defaults", "llmaz.io", "openmodels")],
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": WEBHOOK_CONFIG_NAME},
+            "webhooks": [hook("backendruntime-args", "inference.llmaz.io", "backendruntimes")],
+        },
+    ]
+
+
 @contextlib.contextmanager
 def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[Operator]:
     kubeconfig = bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
+    webhook_port = free_port()
+    ca = issue_tls(workdir / f"{account}-certs")
     config.write_text(
         yaml.safe_dump(
             {
                 "resyncSeconds": RESYNC_SECONDS,
+                "webhook": {
+                    "enabled": True,
+                    "port": webhook_port,
+                    "certDir": str(workdir / f"{account}-certs"),
+                },
                 "leaderElection": {
                     "enabled": True,
                     "leaseName": LEASE,
@@ -222,7 +326,15 @@ def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     with log.open("w") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
-    op = Operator(proc, log, f"system:serviceaccount:{SA_NAMESPACE}:{account}", metrics_port, health_port)
+    op = Operator(
+        proc,
+        log,
+        f"system:serviceaccount:{SA_NAMESPACE}:{account}",
+        metrics_port,
+        health_port,
+        webhook_port,
+        ca,
+    )
     try:
         yield op
     finally:
@@ -238,7 +350,12 @@ def operator(
     workdir = tmp_path_factory.mktemp("operator")
     with running_operator(control_plane, workdir, "llmaz-operator") as op:
         wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
-        yield op
+        control_plane.apply(webhook_configurations(op.webhook_port, op.ca))
+        try:
+            yield op
+        finally:  # Fail-policy webhooks must not outlive their server: other suites share the cluster
+            for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+                control_plane.kubectl("delete", kind, WEBHOOK_CONFIG_NAME, check=False)
 
 
 @pytest.fixture
@@ -291,6 +408,55 @@ def test_playground_converges_with_owned_children_status_and_events(
     assert reasons.count("Pending") <= 1, reasons
     table = cp.kubectl("get", "pl", "-n", namespace).stdout
     assert "Available" in table.splitlines()[1]
+    in_use = wait_until(
+        lambda: condition(get(cp, "om/qwen-a"), "InUse") or None,
+        "the model's InUse condition",
+        10,
+        operator.log,
+    )
+    assert in_use["reason"] == "Referenced"
+    assert f"Playground {namespace}/chat" in in_use["message"]
+    assert f"Service {namespace}/chat" in in_use["message"]
+    writes = [w for w in audit_writes(cp, operator.user, 0) if f" {namespace}/" in w]
+    # 3 children; per Playground and Service at most 3 status writes (Pending, the pod selector
+    # appears, Available) and one Event per change of the Available reason: 13 at most
+    assert len(writes) <= 13, "\n".join(writes)
+
+
+def test_name_conflict_then_recovery_and_a_user_service_converges(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    service = {
+        "apiVersion": API,
+        "kind": "Service",
+        "metadata": {"name": "taken", "namespace": namespace},
+        "spec": {
+            "modelClaims": {"models": [{"name": "qwen-j"}]},
+            "replicas": 2,
+            "workloadTemplate": {
+                "workerTemplate": {
+                    "spec": {
+                        "containers": [
+                            {"name": "model-runner", "image": "example.com/engine:v1", "resources": SMALL}
+                        ]
+                    }
+                }
+            },
+        },
+    }
+    cp.apply([model("qwen-j"), service])
+    # a user's inference Service is reconciled on its own: LWS + -lb Service, then Available
+    wait_until(lambda: reason(cp, "isvc/taken", namespace) == "Available", "isvc Available", 60, operator.log)
+    lws = get(cp, "leaderworkerset/taken", namespace)
+    assert lws is not None
+    assert lws["spec"]["replicas"] == 2
+    assert (get(cp, "isvc/taken", namespace) or {})["status"]["replicas"] == 2
+    # a Playground of the same name does not take it over
+    cp.apply([playground("taken", namespace, "qwen-j")])
+    wait_until(lambda: reason(cp, "pl/taken", namespace) == "NameConflict", "NameConflict", 30, operator.log)
+    assert (get(cp, "isvc/taken", namespace) or {})["spec"]["replicas"] == 2
+    cp.kubectl("delete", "isvc/taken", "-n", namespace, "--wait=true")
+    wait_until(lambda: reason(cp, "pl/taken", namespace) == "Available", "recovered", 60, operator.log)
 
 
 def test_model_created_after_its_playground_converges_within_seconds(
@@ -305,6 +471,46 @@ def test_model_created_after_its_playground_converges_within_seconds(
     wait_until(lambda: get(cp, "leaderworkerset/late", namespace), "LWS after the model", 10, operator.log)
     assert time.monotonic() - start < 10
     wait_until(lambda: reason(cp, "pl/late", namespace) == "Available", "Available", 60, operator.log)
+
+
+def test_every_backend_and_speculative_decoding_become_available(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """llmaz's controller suite in our terms: each built-in backend with a version override, extra
+    args and an env var, and a main + draft model, all reach Available."""
+    docs: list[dict[str, Any]] = [model("qwen-k"), model("qwen-k-draft")]
+    backends = ("vllm", "sglang", "llamacpp", "tgi", "tensorrt-llm", "ollama")
+    for backend in backends:
+        brc = {
+            "backendName": backend,
+            "version": "main",
+            "args": ["--extra"],
+            "envs": [{"name": "FOO", "value": "BAR"}],
+        }
+        docs.append(playground(f"be-{backend}", namespace, "qwen-k", backendRuntimeConfig=brc))
+    spec = playground("spec", namespace, "qwen-k")
+    del spec["spec"]["modelClaim"]
+    spec["spec"]["modelClaims"] = {
+        "models": [{"name": "qwen-k", "role": "main"}, {"name": "qwen-k-draft", "role": "draft"}]
+    }
+    docs.append(spec)
+    cp.apply(docs)
+    names = [f"be-{b}" for b in backends] + ["spec"]
+
+    def all_available() -> bool:
+        return all(reason(cp, f"pl/{n}", namespace) == "Available" for n in names)
+
+    wait_until(all_available, f"{names} Available", 90, operator.log)
+    for backend in backends:
+        container = (get(cp, f"isvc/be-{backend}", namespace) or {})["spec"]["workloadTemplate"][
+            "workerTemplate"
+        ]["spec"]["containers"][0]
+        assert container["image"].endswith(":main"), container["image"]
+        assert container["args"][-1] == "--extra"
+        assert {"name": "FOO", "value": "BAR"} in container["env"]
+    lws = get(cp, "leaderworkerset/spec", namespace) or {}
+    init = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["initContainers"]
+    assert len(init) == 2  # one model loader per claimed model
 
 
 def test_deleted_lws_comes_back_with_a_new_uid(cp: ControlPlane, operator: Operator, namespace: str) -> None:
@@ -390,6 +596,31 @@ def reason_of(cp: ControlPlane, what: str) -> str | None:
     return condition(get(cp, what), "Managed").get("reason")
 
 
+def test_webhooks_default_openmodels_and_reject_bad_argument_templates(
+    cp: ControlPlane, operator: Operator
+) -> None:
+    om = model("qwen-webhook")
+    cp.apply([om])
+    live = get(cp, "om/qwen-webhook") or {}
+    assert live["metadata"]["labels"]["llmaz.io/model-family-name"] == "qwen2"
+    assert live["spec"]["createdAt"]
+    bad = {
+        "apiVersion": API,
+        "kind": "BackendRuntime",
+        "metadata": {"name": "typo"},
+        "spec": {
+            "image": "example.com/engine",
+            "version": "v1",
+            "recommendedConfigs": [{"name": "default", "args": ["--model", "{{ .ModelPth }}"]}],
+        },
+    }
+    res = cp.kubectl("apply", "--server-side", "-f", "-", input=[bad], check=False)
+    assert res.returncode != 0
+    assert "spec.recommendedConfigs[0].args[1]: unknown template variable '{{ .ModelPth }}'" in res.stderr
+    assert get(cp, "br/typo") is None
+    cp.kubectl("delete", "om/qwen-webhook")  # deletes are never sent to the webhooks
+
+
 def test_plugin_backendruntimes_are_applied_at_startup(cp: ControlPlane, operator: Operator) -> None:
     br = get(cp, "br/vllm")
     assert br is not None
@@ -464,7 +695,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
         "spec": {
             "image": "example.com/engine",
             "version": "v1",
-            "recommendedConfigs": [{"name": "default", "args": ["--tp", "{{ .Bogus }}"]}],
+            "recommendedConfigs": [{"name": "default", "args": ["--tp", "{{ .TP }}"]}],
         },
     }
     big = model("qwen-huge", flavors=[{"name": "h", "limits": {"nvidia.com/gpu": 64}}])
@@ -519,7 +750,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
         ) and "ModelNotFound" in rows.get("service.inference.llmaz.io/orphan", "")
 
     wait_until(all_shown, f"reasons {expected} in kubectl get pl,isvc", 60, operator.log)
-    assert "Bogus" in condition(get(cp, "pl/badtemplate", namespace), "Available")["message"]
+    assert "{{ .TP }}" in condition(get(cp, "pl/badtemplate", namespace), "Available")["message"]
     out = cp.kubectl("get", "pl,isvc,om,br", "-n", namespace).stdout
     for word in (*expected.values(), "Plugin", "UserCreated"):
         assert word in out, out

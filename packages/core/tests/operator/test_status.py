@@ -91,3 +91,14 @@ def test_backendruntime_says_who_manages_it() -> None:
     assert gone["reason"] == "PluginNotInstalled"
     user = managed_by_condition({}, "vllm", _Plugins(), 1, None, T0)
     assert user["reason"] == "UserCreated"
+
+
+def test_in_use_names_users_and_says_unused() -> None:
+    from llmaz.operator.status import in_use_condition
+
+    users = [("Playground", "a", f"p{i}") for i in range(12)]
+    cond = in_use_condition(users, 1, None, T0)
+    assert (cond["status"], cond["reason"]) == ("True", "Referenced")
+    assert cond["message"].startswith("used by 12 objects: Playground a/p0, ")
+    assert cond["message"].endswith(" and 2 more")
+    assert in_use_condition([], 1, None, T0)["reason"] == "Unused"

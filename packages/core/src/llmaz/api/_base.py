@@ -15,7 +15,7 @@ from pydantic_core import CoreSchema
 from llmaz.api.conventions import DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN
 
 RULE_ID_KEY = "x-llmaz-rule-id"
-"""Private JSON-schema key naming a CEL rule; ``llmaz.crdgen`` strips it from the written CRDs."""
+"""Private JSON-schema key naming a CEL rule; ``llmaz_devkit.crdgen`` strips it from the written CRDs."""
 
 CelReason = Literal["FieldValueInvalid", "FieldValueForbidden", "FieldValueRequired"]
 """Reasons a rule may report. Not FieldValueDuplicate: the API server renders that one without the

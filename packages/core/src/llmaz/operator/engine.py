@@ -144,27 +144,36 @@ def _available_condition(status: Mapping[str, Any] | None) -> tuple[str, str] | 
     return None
 
 
-async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
-    """Patch ``status`` when it changes; post one Event when the Available reason changes."""
+async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any]) -> bool:
+    """Patch ``status`` to ``desired`` unless it holds that already or we just wrote it (the watch
+    has not caught up). True when written."""
     current = owner.get("status")
-    desired = compute_status(owner["kind"], seen, current, rt.clock())
     if not status_changed(current, desired):
-        return
+        return False
     uid = uid_of(owner)
     digest = _digest(
-        [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in desired["conditions"]]
+        [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in desired.get("conditions") or []]
         + [desired.get("replicas"), desired.get("selector")]
     )
     cached = rt.statuses.get(uid)
     if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:
-        return  # already written; the watch has not caught up
-    body = dict(desired)
-    body.setdefault("selector", None)
+        return False
     meta = owner["metadata"]
     answer = await asyncio.to_thread(
-        rt.kube.patch_status, owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], body
+        rt.kube.patch_status, owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], desired
     )
     rt.statuses[uid] = (digest, resource_version(answer))
+    return True
+
+
+async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
+    """Patch ``status`` when it changes; post one Event when the Available reason changes."""
+    current = owner.get("status")
+    desired = compute_status(owner["kind"], seen, current, rt.clock())
+    desired.setdefault("selector", None)
+    if not await patch_status_once(rt, owner, desired):
+        return
+    meta = owner["metadata"]
     before, after = _available_condition(current), _available_condition(desired)
     if after is not None and before != after:
         message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)

@@ -94,9 +94,12 @@ class Kube:
         self._on_write = on_write
 
     @classmethod
-    def connect(cls, kubeconfig: Path | None = None, on_write: WriteHook | None = None) -> Kube:
+    def connect(
+        cls, kubeconfig: Path | None = None, on_write: WriteHook | None = None, pool_size: int = 8
+    ) -> Kube:
         """From ``kubeconfig``, else ``$KUBECONFIG``/``~/.kube/config``, else the in-cluster account."""
         cfg = client.Configuration()
+        cfg.connection_pool_maxsize = pool_size
         if kubeconfig is not None:
             config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:

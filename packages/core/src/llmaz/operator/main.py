@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import kopf
@@ -46,7 +47,9 @@ def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
 
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics = Metrics()
-    kube = Kube.connect(kubeconfig, on_write=metrics.count_write)
+    # API calls run in threads: as many as objects reconciled at once, and as many HTTP connections
+    asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
+    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=config.workers)
     plugins = PluginManager.from_environment()
     for error in plugins.errors:
         log.error("plugin not loaded: %s", error)
@@ -82,7 +85,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     ready_flag: asyncio.Event = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(),
+            registry=build_registry(webhooks_enabled=config.webhook.enabled),
             memo=kopf.Memo(**{MEMO_KEY: rt}),
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),

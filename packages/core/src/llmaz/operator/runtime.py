@@ -101,6 +101,10 @@ class Indexes:
     def models(self) -> list[Snapshot]:
         return list(self._all(IDX_MODELS))
 
+    def runtime(self, name: str) -> Snapshot | None:
+        found = self._values(IDX_RUNTIMES, name)
+        return found[0] if found else None
+
     def runtimes(self) -> list[Snapshot]:
         return list(self._all(IDX_RUNTIMES))
 
@@ -157,6 +161,10 @@ class Runtime:
     retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     failures: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
+    """Owner uid -> the ``("model"|"backend", name)`` it referenced when last seen."""
+    usage_pending: set[tuple[str, str]] = field(default_factory=set)
+    usage_flush: asyncio.Task[Any] | None = None
     semaphore: asyncio.Semaphore | None = None
 
     def lock(self, uid: str) -> asyncio.Lock:
@@ -170,6 +178,7 @@ class Runtime:
         self.locks.pop(uid, None)
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
+        self.references.pop(uid, None)
         handle = self.retries.pop(uid, None)
         if handle is not None:
             handle.cancel()

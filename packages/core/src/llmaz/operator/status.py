@@ -31,6 +31,7 @@ __all__ = [
     "compute_status",
     "error_reason",
     "format_time",
+    "in_use_condition",
     "managed_by_condition",
     "status_changed",
     "transitions",
@@ -231,3 +232,28 @@ def managed_by_condition(  # noqa: PLR0917
         generation,
         now,
     )
+
+
+CONDITION_IN_USE = "InUse"
+"""OpenModel and BackendRuntime condition: which Playgrounds and Services use the object."""
+IN_USE_LISTED = 10
+
+
+def in_use_condition(
+    users: list[tuple[str, str, str]], generation: int, previous: Mapping[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    """``InUse``: ``True``/``Referenced`` naming the users (``(kind, namespace, name)``, the first
+    ten), or ``False``/``Unused``."""
+    old = {
+        str(c.get("type")): c
+        for c in ((previous or {}).get("conditions") or [])
+        if isinstance(c, Mapping) and c.get("type")
+    }
+    if not users:
+        return _condition(
+            old, CONDITION_IN_USE, False, "Unused", "no Playground or Service uses it", generation, now
+        )
+    names = ", ".join(f"{kind} {ns}/{name}" for kind, ns, name in users[:IN_USE_LISTED])
+    more = f" and {len(users) - IN_USE_LISTED} more" if len(users) > IN_USE_LISTED else ""
+    message = f"used by {len(users)} object{'s' if len(users) != 1 else ''}: {names}{more}"
+    return _condition(old, CONDITION_IN_USE, True, "Referenced", message, generation, now)

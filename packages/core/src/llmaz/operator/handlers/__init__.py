@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import kopf
 
-from llmaz.operator.handlers import backendruntime, children, lifecycle, openmodel, playground, service
+from llmaz.operator.handlers import (
+    backendruntime,
+    children,
+    lifecycle,
+    openmodel,
+    playground,
+    service,
+    webhooks,
+)
 
 __all__ = ["build_registry"]
 
 
-def build_registry() -> kopf.OperatorRegistry:
+def build_registry(*, webhooks_enabled: bool = False) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
     for module in (lifecycle, openmodel, backendruntime, playground, service, children):
         module.register(registry)
+    if webhooks_enabled:
+        webhooks.register(registry)
     return registry

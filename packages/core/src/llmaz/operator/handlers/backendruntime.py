@@ -4,40 +4,17 @@ or a plugin that is no longer installed (the object is left alone)."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import kopf
 
 from llmaz.api import BackendRuntime
+from llmaz.operator import usage
 from llmaz.operator.engine import reconcile_many
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_RUNTIMES, Runtime, snapshot
-from llmaz.operator.status import managed_by_condition, status_changed
+from llmaz.operator.runtime import IDX_RUNTIMES, snapshot
 
 GROUP, VERSION, PLURAL = BackendRuntime.group, BackendRuntime.version, BackendRuntime.plural
-
-
-async def _write_status(rt: Runtime, body: kopf.Body) -> None:
-    current = dict(body.get("status") or {})
-    cond = managed_by_condition(
-        dict(body.metadata.labels or {}),
-        body.metadata.name or "",
-        rt.plugins,
-        int(body.metadata.get("generation") or 0),
-        current,
-        rt.clock(),
-    )
-    desired = {"conditions": [cond]}
-    if status_changed(current, desired):
-        await asyncio.to_thread(
-            rt.kube.patch_status,
-            BackendRuntime.api_version_string(),
-            "BackendRuntime",
-            None,
-            body.metadata.name or "",
-            desired,
-        )
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -52,7 +29,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         rt = runtime(memo, kw)
         kind = event_type(event)
         if kind != "DELETED":
-            await _write_status(rt, body)
+            await usage.refresh(rt, "backend", name)
         if kind is None:
             return
         assert rt.indexes is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import kopf
@@ -27,6 +28,16 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    hook = rt.config.webhook
+    if hook.enabled:
+        # TLS from files; kopf re-reads them when they change. Configurations come from the chart.
+        settings.admission.server = kopf.WebhookServer(
+            addr="0.0.0.0",
+            port=hook.port,
+            certfile=str(Path(hook.cert_dir) / "tls.crt"),
+            pkeyfile=str(Path(hook.cert_dir) / "tls.key"),
+        )
+        settings.admission.managed = None
 
 
 async def _resync(rt: Runtime) -> None:

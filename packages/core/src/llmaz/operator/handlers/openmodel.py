@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from llmaz.api import OpenModel
+from llmaz.operator import usage
 from llmaz.operator.engine import reconcile_many
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_MODELS, snapshot
@@ -22,8 +23,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def model_event(event: kopf.RawEvent, name: str, memo: kopf.Memo, **kw: Any) -> None:
+        rt = runtime(memo, kw)
+        if event_type(event) != "DELETED":
+            await usage.refresh(rt, "model", name)
         if event_type(event) is None:
             return
-        rt = runtime(memo, kw)
         assert rt.indexes is not None
         await reconcile_many(rt, rt.indexes.dependents("model", name))

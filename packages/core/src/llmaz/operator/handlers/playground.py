@@ -8,6 +8,7 @@ import kopf
 
 from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
+from llmaz.operator import usage
 from llmaz.operator.engine import reconcile
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_PLAYGROUND_REFS, IDX_PLAYGROUNDS, snapshot, uid_of
@@ -41,8 +42,13 @@ def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
         rt = runtime(memo, kw)
+        uid = uid_of(body)
+        refs = set() if event_type(event) == "DELETED" else set(references(dict(body.get("spec") or {})))
+        if refs != rt.references.get(uid):
+            usage.mark(rt, refs | rt.references.get(uid, set()))
+            rt.references[uid] = refs
         if event_type(event) == "DELETED":
-            rt.forget(uid_of(body))
+            rt.forget(uid)
             return
         assert rt.indexes is not None
         await reconcile(rt, rt.indexes, snapshot(body))

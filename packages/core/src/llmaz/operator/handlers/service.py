@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 
 from llmaz.api import Service
+from llmaz.operator import usage
 from llmaz.operator.engine import reconcile, reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, snapshot, uid_of
@@ -29,8 +30,14 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
         rt = runtime(memo, kw)
         kind = event_type(event)
+        uid = uid_of(body)
+        models = ((body.get("spec") or {}).get("modelClaims") or {}).get("models") or []
+        refs = set() if kind == "DELETED" else {("model", str(m["name"])) for m in models if m.get("name")}
+        if refs != rt.references.get(uid):
+            usage.mark(rt, refs | rt.references.get(uid, set()))
+            rt.references[uid] = refs
         if kind == "DELETED":
-            rt.forget(uid_of(body))
+            rt.forget(uid)
         else:
             assert rt.indexes is not None
             await reconcile(rt, rt.indexes, snapshot(body))
