@@ -95,6 +95,9 @@ class Crds(_Values):
         default=True,
         description="Keep the CRDs (and so every model and playground) when the release is uninstalled.",
     )
+    global_: dict[str, Any] | None = Field(
+        default=None, alias="global", description="Helm copies the global values here (crds is a subchart)."
+    )
 
 
 class Image(_Values):
