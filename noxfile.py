@@ -9,6 +9,7 @@ Sessions run inside the workspace environment that ``tools/bootstrap.sh`` syncs 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -74,7 +75,10 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def chart(session: nox.Session) -> None:
-    """helm lint + helm-unittest on charts/llmaz, with helm and the plugin built from Go modules."""
+    """Generated chart files in sync; helm lint --strict (every ci scenario and values.global.yaml) on
+    the chart assembled with its dependencies; helm-unittest. helm and the plugin come from Go modules.
+    """
+    session.run(PY, "-m", "llmaz.chartgen", "--check")
     root = session.run(str(ROOT / "tools" / "go-tools.sh"), "--root", silent=True, external=True)
     assert isinstance(root, str)
     tools = Path(root.strip().splitlines()[-1])
@@ -85,9 +89,21 @@ def chart(session: nox.Session) -> None:
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
+        "GOMODCACHE": str(tools.parent / "gomod"),
     }
-    session.run(helm, "lint", "--strict", "charts/llmaz", env=env, external=True)
-    session.run(helm, "unittest", "--strict", "charts/llmaz", env=env, external=True)
+    assembled = home / "assembled"
+    shutil.rmtree(assembled, ignore_errors=True)
+    session.run(PY, "-m", "llmaz.chartgen", "--assemble", str(assembled), env=env)
+    chart_dir = assembled / "llmaz"
+    scenarios = [
+        ROOT / "charts/llmaz/values.global.yaml",
+        *sorted((ROOT / "charts/llmaz/ci").glob("*-values.yaml")),
+    ]
+    for values in scenarios:
+        session.run(helm, "lint", "--strict", str(chart_dir), "-f", str(values), env=env, external=True)
+    session.run(
+        helm, "unittest", "--strict", "-f", "tests/**/*_test.yaml", "charts/llmaz", env=env, external=True
+    )
 
 
 @nox.session

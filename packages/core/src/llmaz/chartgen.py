@@ -106,7 +106,9 @@ class Image(_Values):
         description="The one llmaz image: operator (`llmaz operator run`) and model loader (`llmaz load-model`).",
     )
     tag: Text = Field(default="", description="Image tag; empty means the chart's appVersion.")
-    digest: Digest = Field(default="", description="Image digest (`sha256:...`); when set it wins over the tag.")
+    digest: Digest = Field(
+        default="", description="Image digest (`sha256:...`); when set it wins over the tag."
+    )
     pull_policy: Literal["Always", "IfNotPresent", "Never"] = Field(
         default="IfNotPresent", description="Image pull policy of the operator and its init containers."
     )
@@ -118,7 +120,9 @@ class LocalObjectReference(_Values):
 
 class ServiceAccount(_Values):
     create: bool = Field(default=True, description="Create the operator's ServiceAccount.")
-    name: OptionalName = Field(default="", description="ServiceAccount name; empty means the release fullname.")
+    name: OptionalName = Field(
+        default="", description="ServiceAccount name; empty means the release fullname."
+    )
     annotations: dict[str, Text] = Field(
         default_factory=dict, description="Annotations of the ServiceAccount (e.g. cloud IAM role bindings)."
     )
@@ -160,17 +164,26 @@ class Operator(_Values):
         ),
     )
     resources: dict[str, dict[str, Text]] = Field(
-        default_factory=lambda: {"requests": {"cpu": "100m", "memory": "256Mi"}, "limits": {"memory": "512Mi"}},
+        default_factory=lambda: {
+            "requests": {"cpu": "100m", "memory": "256Mi"},
+            "limits": {"memory": "512Mi"},
+        },
         description="Resources of the operator container.",
     )
-    node_selector: dict[str, Text] = Field(default_factory=dict, description="Node selector of the operator pods.")
-    tolerations: list[dict[str, Any]] = Field(default_factory=list, description="Tolerations of the operator pods.")
+    node_selector: dict[str, Text] = Field(
+        default_factory=dict, description="Node selector of the operator pods."
+    )
+    tolerations: list[dict[str, Any]] = Field(
+        default_factory=list, description="Tolerations of the operator pods."
+    )
     affinity: dict[str, Any] = Field(default_factory=dict, description="Affinity of the operator pods.")
     topology_spread_constraints: list[dict[str, Any]] = Field(
         default_factory=list, description="Topology spread constraints of the operator pods."
     )
     priority_class_name: OptionalName = Field(default="", description="PriorityClass of the operator pods.")
-    pod_annotations: dict[str, Text] = Field(default_factory=dict, description="Extra annotations of the pods.")
+    pod_annotations: dict[str, Text] = Field(
+        default_factory=dict, description="Extra annotations of the pods."
+    )
     pod_labels: dict[str, Text] = Field(
         default_factory=dict, description="Extra labels of the pods (never part of the selector)."
     )
@@ -193,7 +206,8 @@ class BackendRuntimeValues(_Values):
 
 class IssuerRef(_Values):
     name: OptionalName = Field(
-        default="", description="Existing cert-manager issuer; empty means the chart creates a self-signed Issuer."
+        default="",
+        description="Existing cert-manager issuer; empty means the chart creates a self-signed Issuer.",
     )
     kind: Literal["Issuer", "ClusterIssuer"] = Field(default="Issuer", description="Kind of the issuer.")
     group: Text = Field(default="cert-manager.io", description="API group of the issuer.")
@@ -223,7 +237,8 @@ class WebhookValues(_Values):
 class ServiceMonitor(_Values):
     interval: Text = Field(default="30s", description="Scrape interval.")
     labels: dict[str, Text] = Field(
-        default_factory=dict, description="Extra labels so your Prometheus' serviceMonitorSelector picks it up."
+        default_factory=dict,
+        description="Extra labels so your Prometheus' serviceMonitorSelector picks it up.",
     )
 
 
@@ -287,7 +302,9 @@ class ChartValues(_Values):
     leader_worker_set: LeaderWorkerSet = Field(default_factory=LeaderWorkerSet)
     lws: dict[str, Any] = Field(default_factory=dict, description="Values of the LeaderWorkerSet chart.")
     envoy_gateway: _PassThrough = Field(
-        default_factory=_PassThrough, alias="envoy-gateway", description="Envoy Gateway chart (`gateway-helm`)."
+        default_factory=_PassThrough,
+        alias="envoy-gateway",
+        description="Envoy Gateway chart (`gateway-helm`).",
     )
     envoy_ai_gateway: _PassThrough = Field(
         default_factory=_PassThrough,
@@ -298,7 +315,9 @@ class ChartValues(_Values):
         default_factory=_PassThrough, alias="open-webui", description="Open WebUI chart (`open-webui`)."
     )
     global_: dict[str, Any] = Field(
-        default_factory=dict, alias="global", description="Helm global values, shared with every dependency chart."
+        default_factory=dict,
+        alias="global",
+        description="Helm global values, shared with every dependency chart.",
     )
 
 
@@ -371,14 +390,19 @@ def _scalar(value: Any) -> str:
     return text.removesuffix("\n...").removesuffix("...").strip()
 
 
-def _emit(values: dict[str, Any], docs: dict[tuple[str, ...], str], path: tuple[str, ...], indent: int) -> list[str]:
+def _emit(
+    values: dict[str, Any], docs: dict[tuple[str, ...], str], path: tuple[str, ...], indent: int
+) -> list[str]:
     lines: list[str] = []
     pad = "  " * indent
     for key, value in values.items():
         here = path + (key,)
         if here in docs:
             text = docs[here]
-            lines += [f"{pad}# -- {line}" if i == 0 else f"{pad}# {line}" for i, line in enumerate(_wrap(text, 96 - len(pad)))]
+            lines += [
+                f"{pad}# -- {line}" if i == 0 else f"{pad}# {line}"
+                for i, line in enumerate(_wrap(text, 96 - len(pad)))
+            ]
         if isinstance(value, dict) and value:
             lines.append(f"{pad}{key}:")
             lines += _emit(value, docs, here, indent + 1)
@@ -417,9 +441,9 @@ def clusterrole_template() -> str:
         "apiVersion: rbac.authorization.k8s.io/v1",
         "kind: ClusterRole",
         "metadata:",
-        "  name: {{ include \"llmaz.clusterScopedName\" . }}",
+        '  name: {{ include "llmaz.clusterScopedName" . }}',
         "  labels:",
-        "    {{- include \"llmaz.labels\" . | nindent 4 }}",
+        '    {{- include "llmaz.labels" . | nindent 4 }}',
         "rules:",
     ]
     for rule in RULES:
@@ -433,7 +457,7 @@ def webhooks_template() -> str:
     """A named template with the webhooks list; the caller passes ``.caBundle`` and ``.root``."""
     lines = [
         f"{{{{/* Generated by {GENERATED_BY} from llmaz.operator.admission.WEBHOOKS. Do not edit. */}}}}",
-        "{{- define \"llmaz.webhooks\" -}}",
+        '{{- define "llmaz.webhooks" -}}',
         "{{- $root := .root -}}",
     ]
     for hook in WEBHOOKS:
@@ -445,7 +469,7 @@ def webhooks_template() -> str:
             "  timeoutSeconds: {{ $root.Values.webhook.timeoutSeconds }}",
             "  clientConfig:",
             "    service:",
-            "      name: {{ include \"llmaz.webhookServiceName\" $root }}",
+            '      name: {{ include "llmaz.webhookServiceName" $root }}',
             "      namespace: {{ $root.Release.Namespace }}",
             f"      path: {hook.path}",
             "      port: 443",
@@ -495,8 +519,11 @@ def docs_page(schema: dict[str, Any]) -> str:
     def walk(node: dict[str, Any], path: tuple[str, ...]) -> None:
         for key, sub in node.get("properties", {}).items():
             here = path + (key,)
-            nested = sub.get("type") == "object" and sub.get("properties") and key != "config" or (
-                key == "config" and path == ("operator",)
+            nested = (
+                sub.get("type") == "object"
+                and sub.get("properties")
+                and key != "config"
+                or (key == "config" and path == ("operator",))
             )
             if nested and sub.get("additionalProperties") is False:
                 walk(sub, here)
@@ -504,7 +531,11 @@ def docs_page(schema: dict[str, Any]) -> str:
             value = default_at(here)
             shown = "" if value is None else f"`{_scalar(value)}`"
             desc = (sub.get("description") or "").replace("|", "\\|").replace("\n", " ")
-            if sub.get("additionalProperties") is not False and sub.get("type") == "object" and sub.get("properties"):
+            if (
+                sub.get("additionalProperties") is not False
+                and sub.get("type") == "object"
+                and sub.get("properties")
+            ):
                 desc += " Other keys are passed to the dependency chart."
             rows.append(f"| `{'.'.join(here)}` | {_type_of(sub)} | {shown} | {desc.strip()} |")
             if sub.get("properties") and sub.get("additionalProperties") is not False:
@@ -622,7 +653,12 @@ def assemble(dest: Path, gomodcache: Path | None = None, *, source: Path | None 
             target.mkdir(parents=True)
             (target / "Chart.yaml").write_text(
                 yaml.safe_dump(
-                    {"apiVersion": "v2", "name": name, "version": version, "description": STAND_IN_DESCRIPTION}
+                    {
+                        "apiVersion": "v2",
+                        "name": name,
+                        "version": version,
+                        "description": STAND_IN_DESCRIPTION,
+                    }
                 )
             )
     return chart
