@@ -35,7 +35,12 @@ class Helm:
             "HELM_DATA_HOME": str(self.home / "data"),
         }
         res = subprocess.run(
-            [str(self.cp.binary("helm")), *args], capture_output=True, text=True, env=env, timeout=300
+            [str(self.cp.binary("helm")), *args],
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
         )
         if check and res.returncode != 0:
             raise AssertionError(

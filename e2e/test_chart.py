@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from chart_helpers import CHART_SOURCE, Helm, assembled_chart, release_kubeconfig
 from cryptography import x509
 
 from llmaz.api import KINDS
@@ -23,8 +24,6 @@ from llmaz.crdgen import crd_name
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import load_config
 from llmaz.testing.cluster import ControlPlane
-
-from chart_helpers import CHART_SOURCE, Helm, assembled_chart, release_kubeconfig
 
 NAMESPACE = "chart-e2e"
 RELEASE = "platform"  # not "llmaz": names must come from the release, not from hard-coded strings
@@ -124,7 +123,8 @@ def test_operator_pod_template_is_admitted_under_restricted(apiserver: ControlPl
     pod["spec"]["containers"][0]["securityContext"]["runAsNonRoot"] = False
     pod["spec"]["securityContext"]["runAsNonRoot"] = False
     bad = apiserver.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
-    assert bad.returncode != 0 and "violates PodSecurity" in bad.stderr
+    assert bad.returncode != 0
+    assert "violates PodSecurity" in bad.stderr
 
 
 def test_config_map_is_a_valid_operator_config(

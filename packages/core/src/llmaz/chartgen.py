@@ -103,7 +103,9 @@ class Crds(_Values):
 class Image(_Values):
     repository: ImageRef = Field(
         default="ghcr.io/llmaz/llmaz",
-        description="The one llmaz image: operator (`llmaz operator run`) and model loader (`llmaz load-model`).",
+        description=(
+            "The one llmaz image: operator (`llmaz operator run`) and model loader (`llmaz load-model`)."
+        ),
     )
     tag: Text = Field(default="", description="Image tag; empty means the chart's appVersion.")
     digest: Digest = Field(
@@ -159,8 +161,8 @@ class Operator(_Values):
         default_factory=OperatorConfig,
         description=(
             "The operator's settings (`llmaz operator run --config`), written to a ConfigMap. Backend "
-            "image overrides come from `backendRuntime`; the Lease name and namespace default to the "
-            "release's; the model loader image defaults to `image`."
+            "image overrides come from `backendRuntime`; the Lease is named after the release, in its "
+            "namespace; the model loader image defaults to `image`."
         ),
     )
     resources: dict[str, dict[str, Text]] = Field(
@@ -245,7 +247,9 @@ class ServiceMonitor(_Values):
 class Prometheus(_Values):
     enabled: bool = Field(
         default=False,
-        description="Create a ServiceMonitor for the operator's metrics (needs the Prometheus Operator CRDs).",
+        description=(
+            "Create a ServiceMonitor for the operator's metrics (needs the Prometheus Operator CRDs)."
+        ),
     )
     service_monitor: ServiceMonitor = Field(default_factory=ServiceMonitor)
 
@@ -270,7 +274,9 @@ class NetworkPolicy(_Values):
 class LeaderWorkerSet(_Values):
     enabled: bool = Field(
         default=True,
-        description="Install the LeaderWorkerSet chart (`lws` values); turn off when LWS is already installed.",
+        description=(
+            "Install the LeaderWorkerSet chart (`lws` values); turn off when LWS is already installed."
+        ),
     )
 
 
@@ -378,8 +384,8 @@ def _descriptions(schema: dict[str, Any]) -> dict[tuple[str, ...], str]:
     def walk(node: dict[str, Any], path: tuple[str, ...]) -> None:
         for key, sub in node.get("properties", {}).items():
             if sub.get("description"):
-                out[path + (key,)] = sub["description"]
-            walk(sub, path + (key,))
+                out[(*path, key)] = sub["description"]
+            walk(sub, (*path, key))
 
     walk(schema, ())
     return out
@@ -396,7 +402,7 @@ def _emit(
     lines: list[str] = []
     pad = "  " * indent
     for key, value in values.items():
-        here = path + (key,)
+        here = (*path, key)
         if here in docs:
             text = docs[here]
             lines += [
@@ -419,7 +425,7 @@ def _wrap(text: str, width: int) -> list[str]:
             line = word
         else:
             line = f"{line} {word}".strip()
-    return lines + [line] if line else lines
+    return [*lines, line] if line else lines
 
 
 def values_yaml(schema: dict[str, Any]) -> str:
@@ -518,14 +524,8 @@ def docs_page(schema: dict[str, Any]) -> str:
 
     def walk(node: dict[str, Any], path: tuple[str, ...]) -> None:
         for key, sub in node.get("properties", {}).items():
-            here = path + (key,)
-            nested = (
-                sub.get("type") == "object"
-                and sub.get("properties")
-                and key != "config"
-                or (key == "config" and path == ("operator",))
-            )
-            if nested and sub.get("additionalProperties") is False:
+            here = (*path, key)
+            if sub.get("properties") and sub.get("additionalProperties") is False:
                 walk(sub, here)
                 continue
             value = default_at(here)
