@@ -352,7 +352,7 @@ def values_schema() -> dict[str, Any]:
         _pop_path(config, path, schema=True)
     schema["properties"]["operator"].pop("default", None)
     _drop_defaults(schema)
-    return {"$schema": "https://json-schema.org/draft-07/schema#", **schema}
+    return {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
 
 
 def _drop_defaults(node: Any) -> None:
