@@ -7,12 +7,15 @@ RBAC the chart ships.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmaz.chartgen import assemble
+from llmaz.operator.rbac import Rule
 from llmaz.testing.cluster import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,3 +68,45 @@ def release_kubeconfig(
     """
     name = fullname or (release if "llmaz" in release else f"{release}-llmaz")
     return cp.service_account_kubeconfig(namespace, name, create=False)
+
+
+@dataclass
+class AuditSummary:
+    """What one user did, from the API server's audit log (Metadata level, ResponseComplete stage)."""
+
+    forbidden: list[str]
+    """``verb group/resource[/subresource]`` of every request answered 403."""
+    used: set[tuple[str, str, str]]
+    """``(apiGroup, resource[/subresource], verb)`` of every request that succeeded."""
+
+    def unused_grants(self, rules: Iterable[Rule]) -> set[tuple[str, str, str]]:
+        """Granted ``(apiGroup, resource, verb)`` triples that no successful request used."""
+        granted = {
+            (g, r, v) for rule in rules for g in rule.api_groups for r in rule.resources for v in rule.verbs
+        }
+        return granted - self.used
+
+
+def audit_summary(cp: ControlPlane, username: str) -> AuditSummary:
+    """Summarise the audit log for ``username`` (e.g. ``system:serviceaccount:<ns>:<sa>``).
+
+    For the operator e2e: run the operator with :func:`release_kubeconfig`, then assert
+    ``summary.forbidden == []`` and ``summary.unused_grants(RULES) == set()``.
+    """
+    forbidden: list[str] = []
+    used: set[tuple[str, str, str]] = set()
+    for line in cp.audit_log.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("stage") != "ResponseComplete" or event.get("user", {}).get("username") != username:
+            continue
+        ref = event.get("objectRef") or {}
+        if "resource" not in ref:
+            continue
+        resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        group, verb = ref.get("apiGroup", ""), event["verb"]
+        code = event.get("responseStatus", {}).get("code", 0)
+        if code == 403:
+            forbidden.append(f"{verb} {group}/{resource}")
+        elif code < 400:
+            used.add((group, resource, verb))
+    return AuditSummary(forbidden, used)

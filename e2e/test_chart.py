@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from chart_helpers import CHART_SOURCE, Helm, assembled_chart, release_kubeconfig
+from chart_helpers import CHART_SOURCE, Helm, assembled_chart, audit_summary, release_kubeconfig
 from cryptography import x509
 
 from llmaz.api import KINDS
 from llmaz.crdgen import crd_name
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import load_config
+from llmaz.operator.rbac import RULES
 from llmaz.testing.cluster import ControlPlane
 
 NAMESPACE = "chart-e2e"
@@ -169,6 +170,22 @@ def test_release_service_account_has_the_chart_rbac(apiserver: ControlPlane, ins
             "auth", "can-i", verb, resource, "-A", f"--kubeconfig={kubeconfig}", check=False
         )
         assert res.stdout.strip() == allowed, (verb, resource, res.stdout, res.stderr)
+
+
+def test_audit_summary_sees_what_the_release_service_account_did(
+    apiserver: ControlPlane, installed: str
+) -> None:
+    # The helper the operator e2e uses to prove "zero 403s, no unused grant", checked here on known calls.
+    kubeconfig = release_kubeconfig(apiserver, NAMESPACE, RELEASE)
+    apiserver.kubectl("get", "playgrounds", "-A", f"--kubeconfig={kubeconfig}")
+    denied = apiserver.kubectl("get", "secrets", "-n", NAMESPACE, f"--kubeconfig={kubeconfig}", check=False)
+    assert denied.returncode != 0
+    summary = audit_summary(apiserver, f"system:serviceaccount:{NAMESPACE}:{FULLNAME}")
+    assert "list /secrets" in summary.forbidden
+    assert ("inference.llmaz.io", "playgrounds", "list") in summary.used
+    unused = summary.unused_grants(RULES)
+    assert ("inference.llmaz.io", "playgrounds", "list") not in unused
+    assert ("inference.llmaz.io", "playgrounds", "delete") in unused
 
 
 def test_upgrade_applies_a_crd_schema_change_and_keeps_the_certificate(
