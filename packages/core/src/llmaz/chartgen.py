@@ -46,6 +46,8 @@ from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
 
 CHART_DIR = Path("charts/llmaz")
+LWS_VERSION = "v0.9.0"
+"""The LeaderWorkerSet release the chart depends on (Chart.yaml pins its chart version 0.9.0)."""
 DOCS_PAGE = Path("docs/reference/helm-values.md")
 GENERATED_BY = "llmaz.chartgen"
 
@@ -306,7 +308,16 @@ class ChartValues(_Values):
         description="Extra manifests (objects or template strings) rendered with the release.",
     )
     leader_worker_set: LeaderWorkerSet = Field(default_factory=LeaderWorkerSet)
-    lws: dict[str, Any] = Field(default_factory=dict, description="Values of the LeaderWorkerSet chart.")
+    lws: dict[str, Any] = Field(
+        default_factory=lambda: {
+            "image": {"manager": {"tag": LWS_VERSION, "pullPolicy": "IfNotPresent"}},
+            "podSecurityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        },
+        description=(
+            "Values of the LeaderWorkerSet chart. The defaults pin its image to the chart's version "
+            "(the published chart says `main`) and add the seccomp profile Pod Security restricted needs."
+        ),
+    )
     envoy_gateway: _PassThrough = Field(
         default_factory=_PassThrough,
         alias="envoy-gateway",
@@ -601,7 +612,7 @@ def _find_repo_root() -> Path:
 
 GO_MODULE_CHARTS: dict[str, tuple[str, str]] = {
     # dependency name -> (Go module@version, chart directory inside the module)
-    "lws": ("sigs.k8s.io/lws@v0.9.0", "charts/lws"),
+    "lws": (f"sigs.k8s.io/lws@{LWS_VERSION}", "charts/lws"),
     "gateway-helm": ("github.com/envoyproxy/gateway@v1.4.0", "charts/gateway-helm"),
 }
 """Dependency charts that are published inside Go modules, so tests can take them offline."""
