@@ -30,6 +30,7 @@ from llmaz.plugins.manager import (
     PluginLoadError,
     PluginManager,
 )
+from llmaz.plugins.metrics import EngineMetrics
 from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, RegistrationError
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "AutoscalingProblem",
     "Backend",
     "BackendRegistry",
+    "EngineMetrics",
     "MultiHostRecipe",
     "NodeAffinityHints",
     "PluginInfo",
