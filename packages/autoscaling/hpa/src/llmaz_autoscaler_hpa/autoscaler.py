@@ -5,7 +5,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmaz.api import HPATrigger, Playground
-from llmaz.plugins import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
+from llmaz.plugins import (
+    Autoscaler,
+    AutoscalingInput,
+    AutoscalingOutput,
+    AutoscalingProblem,
+)
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
@@ -47,6 +52,10 @@ class HPAAutoscaler(Autoscaler):
         elastic = playground.spec.elastic_config
         out = AutoscalingOutput()
         if elastic is None:
+            return out
+        if inp.requested_autoscaler not in (None, self.name):
+            # Another autoscaler (e.g. keda, through ANNOTATION_AUTOSCALER) scales this Playground;
+            # it reports its own problems. Two HPAs on one target would fight.
             return out
         trigger, _source = self.trigger(inp)
         if trigger is None:

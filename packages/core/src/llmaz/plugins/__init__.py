@@ -6,6 +6,7 @@ A plugin is a module published under the entry-point group ``llmaz`` that declar
 """
 
 from llmaz.plugins.autoscaler import (
+    ANNOTATION_AUTOSCALER,
     Autoscaler,
     AutoscalingInput,
     AutoscalingOutput,
@@ -34,6 +35,7 @@ from llmaz.plugins.metrics import EngineMetrics
 from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, RegistrationError
 
 __all__ = [
+    "ANNOTATION_AUTOSCALER",
     "BACKEND_RUNTIME_LABELS",
     "DEFAULT_CONFIG",
     "ENTRY_POINT_GROUP",
