@@ -9,9 +9,26 @@ from typing import Any
 from llmaz.render.common import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, metadata
 from llmaz.render.workload import Workload
 
-__all__ = ["MONITORING_API_VERSION", "render_operator_service_monitor", "render_pod_monitor"]
+__all__ = [
+    "MONITORING_API_VERSION",
+    "OPERATOR_METRICS",
+    "render_operator_service_monitor",
+    "render_pod_monitor",
+]
 
 MONITORING_API_VERSION = "monitoring.coreos.com/v1"
+
+OPERATOR_METRICS: dict[str, str] = {
+    "llmaz_reconcile_total": "counter{kind, result}: reconciles by object kind and result (ok, error)",
+    "llmaz_reconcile_duration_seconds_bucket": "histogram{kind}: reconcile duration buckets",
+    "llmaz_reconcile_duration_seconds_sum": "histogram{kind}: reconcile duration sum",
+    "llmaz_reconcile_duration_seconds_count": "histogram{kind}: reconcile duration count",
+    "llmaz_workloads_ready": "gauge{kind}: Playgrounds/Services whose Ready condition is True",
+    "llmaz_workloads_total": "gauge{kind}: Playgrounds/Services the operator watches",
+    "process_cpu_seconds_total": "counter: CPU time of the operator process (prometheus_client default)",
+    "process_resident_memory_bytes": "gauge: resident memory of the operator process",
+}
+"""The series the operator exports on its ``/metrics`` port, the only operator series dashboards use."""
 
 
 def render_pod_monitor(
