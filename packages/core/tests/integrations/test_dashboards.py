@@ -1,7 +1,7 @@
 """The Grafana dashboards in charts/llmaz/dashboards/: generated, well-formed, and querying only
 series that an engine plugin (``key_metrics``) or the operator (``OPERATOR_METRICS``) declares.
 
-Regenerate with ``LLMAZ_UPDATE_DASHBOARDS=1 .venv/bin/pytest packages/core/tests/integrations/test_dashboards.py``.
+Regenerate with ``LLMAZ_UPDATE_DASHBOARDS=1 .venv/bin/pytest <this file>``.
 """
 
 from __future__ import annotations

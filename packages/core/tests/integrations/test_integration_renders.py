@@ -17,7 +17,7 @@ from llmaz.render.gateway import (
     render_ai_service_backend,
 )
 from llmaz.render.inference_pool import InvalidInferenceModel, render_inference_pool
-from llmaz.render.integrations import MANAGED_KINDS, render_integrations
+from llmaz.render.integrations import MANAGED_KINDS, render_integrations, stale_objects
 from llmaz.render.monitoring import render_pod_monitor
 from llmaz.render.workload import InvalidIntegrationAnnotation, Workload
 
@@ -205,3 +205,18 @@ def test_operator_config_switches_map_to_the_render(tmp_path) -> None:  # type: 
 
 def test_metrics_engine_stand_in_is_a_valid_backend() -> None:
     assert MetricsEngine().backend_runtime().name == "metrics-engine"
+
+
+def test_stale_objects_are_ours_and_no_longer_rendered() -> None:
+    ws = [workload("qwen"), workload("llama")]
+    before = render_integrations(ws, gateway=GW, **ALL_ON).all_objects()
+    foreign = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "hand-made", "namespace": "llm", "labels": {}},
+    }
+    gateway_off = render_integrations(ws, gateway=GW, inference_pool=True, pod_monitor=True)
+    stale = stale_objects([*before, foreign], gateway_off)
+    assert {k[1] for k in stale} == {"Backend", "AIServiceBackend", "AIGatewayRoute", "HTTPRoute"}
+    assert all(k[3] != "hand-made" for k in stale)
+    assert stale_objects(before, render_integrations(ws, gateway=GW, **ALL_ON)) == []

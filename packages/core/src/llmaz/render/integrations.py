@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from llmaz.render.common import MANAGED_BY, MANAGER
 from llmaz.render.gateway import (
     AIGATEWAY_API_VERSION,
     ENVOY_GATEWAY_API_VERSION,
@@ -30,7 +31,14 @@ from llmaz.render.inference_pool import (
 from llmaz.render.monitoring import MONITORING_API_VERSION, render_pod_monitor
 from llmaz.render.workload import Workload
 
-__all__ = ["MANAGED_KINDS", "IntegrationObjects", "render_integrations"]
+__all__ = [
+    "MANAGED_KINDS",
+    "IntegrationObjects",
+    "ObjectKey",
+    "object_key",
+    "render_integrations",
+    "stale_objects",
+]
 
 MANAGED_KINDS: tuple[tuple[str, str], ...] = (
     (ENVOY_GATEWAY_API_VERSION, "Backend"),
@@ -113,3 +121,32 @@ def render_integrations(
                     tuple(w.name for w in items if w.namespace == namespace and w.enabled("ai-gateway"))
                 )
     return IntegrationObjects(owned=owned, shared=tuple(shared), shared_owners=tuple(owners))
+
+
+ObjectKey = tuple[str, str, str, str]
+"""``(apiVersion, kind, namespace, name)`` of an object."""
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        str(meta.get("namespace", "")),
+        str(meta.get("name")),
+    )
+
+
+def stale_objects(observed: Iterable[Mapping[str, Any]], desired: IntegrationObjects) -> list[ObjectKey]:
+    """Objects the operator must delete: those of :data:`MANAGED_KINDS` labelled as managed by
+    llmaz that the latest :func:`render_integrations` no longer produces (a switch turned off, an
+    annotation added, a workload gone), sorted. Objects not managed by llmaz are never listed.
+    """
+    wanted = {object_key(o) for o in desired.all_objects()}
+    out = set()
+    for obj in observed:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        key = object_key(obj)
+        if (key[0], key[1]) in MANAGED_KINDS and labels.get(MANAGED_BY) == MANAGER and key not in wanted:
+            out.add(key)
+    return sorted(out)
