@@ -68,6 +68,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset(
         "llmaz-backend-tensorrt-llm",
         "llmaz-autoscaler-hpa",
         "llmaz-autoscaler-karpenter",
+        "llmaz-autoscaler-keda",
     }
 )
 """Distributions built in this repository; every other one is reported as ``third-party``."""
