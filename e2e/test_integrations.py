@@ -30,54 +30,12 @@ from llmaz.render.integrations import render_integrations, stale_objects
 from llmaz.render.monitoring import render_operator_service_monitor
 from llmaz.render.workload import Workload
 from llmaz.testing.cluster import ControlPlane
-from llmaz.testing.schemas import SchemaUnavailable, module_file
+from llmaz.testing.schemas import INTEGRATION_CRDS, SchemaUnavailable
 from llmaz_autoscaler_keda import KEDAAutoscaler
 
 ROOT = Path(__file__).resolve().parents[1]
 GATEWAY = GatewayRef("llmaz-gateway")
 ALL_ON = {"ai_gateway": True, "http_route": True, "inference_pool": True, "pod_monitor": True}
-
-CRD_MODULES: list[tuple[str, tuple[str, ...], list[str]]] = [
-    (
-        "sigs.k8s.io/gateway-api",
-        ("v1.6.3",),
-        [
-            f"config/crd/standard/gateway.networking.k8s.io_{n}.yaml"
-            for n in ("gatewayclasses", "gateways", "httproutes")
-        ],
-    ),
-    (
-        "sigs.k8s.io/gateway-api-inference-extension",
-        ("v0.5.1",),
-        [
-            f"config/crd/bases/inference.networking.x-k8s.io_{n}.yaml"
-            for n in ("inferencepools", "inferencemodels")
-        ],
-    ),
-    (
-        "github.com/envoyproxy/gateway",
-        ("v1.5.0",),
-        ["charts/gateway-helm/crds/generated/gateway.envoyproxy.io_backends.yaml"],
-    ),
-    (
-        "github.com/envoyproxy/ai-gateway",
-        ("v0.3.0",),
-        [
-            f"manifests/charts/ai-gateway-crds-helm/templates/aigateway.envoyproxy.io_{n}.yaml"
-            for n in ("aigatewayroutes", "aiservicebackends")
-        ],
-    ),
-    (
-        "github.com/prometheus-operator/prometheus-operator",
-        ("v0.85.0",),
-        [
-            f"example/prometheus-operator-crd/monitoring.coreos.com_{n}.yaml"
-            for n in ("podmonitors", "servicemonitors")
-        ],
-    ),
-    ("github.com/kedacore/keda/v2", ("v2.16.1",), ["config/crd/bases/keda.sh_scaledobjects.yaml"]),
-]
-"""(module, versions tried, CRD files): the pinned versions whose CRDs validate our objects."""
 
 AI_GATEWAY_KINDS = {"AIGatewayRoute": "aigatewayroutes", "AIServiceBackend": "aiservicebackends"}
 
@@ -114,7 +72,7 @@ class Crds:
         self.validated: set[str] = set()
         """Kinds whose real CRD is installed."""
         self.unavailable: dict[str, str] = {}
-        """Module -> why its CRDs could not be had."""
+        """Kind -> why its CRD could not be had."""
         self.stand_ins: list[str] = []
 
 
@@ -122,17 +80,15 @@ class Crds:
 def crds(control_plane: ControlPlane) -> Iterator[Crds]:
     out = Crds()
     names: list[str] = []
-    for module, versions, files in CRD_MODULES:
+    for (_api_version, kind), source in sorted(INTEGRATION_CRDS.items()):
         try:
-            paths = [module_file(module, versions, f) for f in files]
+            path = source.fetch()
         except SchemaUnavailable as err:
-            out.unavailable[module] = str(err)
+            out.unavailable[kind] = str(err)
             continue
-        control_plane.apply(paths, "--server-side")
-        for path in paths:
-            doc = yaml.safe_load(path.read_text())
-            names.append(doc["metadata"]["name"])
-            out.validated.add(doc["spec"]["names"]["kind"])
+        control_plane.apply([path], "--server-side")
+        names.append(yaml.safe_load(path.read_text())["metadata"]["name"])
+        out.validated.add(kind)
     missing = {k: p for k, p in AI_GATEWAY_KINDS.items() if k not in out.validated}
     stand_ins = [_stand_in_crd(k, p) for k, p in missing.items()]
     control_plane.apply(stand_ins)
@@ -141,8 +97,8 @@ def crds(control_plane: ControlPlane) -> Iterator[Crds]:
     control_plane.apply(llmaz)
     control_plane.wait_established(names + out.stand_ins + [d["metadata"]["name"] for d in llmaz])
     print(f"CRDs validated by real schemas: {sorted(out.validated)}")
-    for module, why in out.unavailable.items():
-        print(f"NOT validated, CRDs unavailable ({module}): {why}")
+    for kind, why in out.unavailable.items():
+        print(f"NOT validated, CRD of {kind} unavailable: {why}")
     yield out
     # Other suites share this API server: a stand-in must not make them accept AI Gateway objects.
     for name in out.stand_ins:
