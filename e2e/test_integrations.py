@@ -102,7 +102,7 @@ def crds(control_plane: ControlPlane) -> Iterator[Crds]:
     yield out
     # Other suites share this API server: a stand-in must not make them accept AI Gateway objects.
     for name in out.stand_ins:
-        control_plane.kubectl("delete", "crd", name, "--wait=false", check=False)
+        control_plane.kubectl("delete", "crd", name, "--timeout=60s", check=False, timeout=90)
 
 
 @pytest.fixture(scope="module")
