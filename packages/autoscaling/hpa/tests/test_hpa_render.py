@@ -5,7 +5,7 @@ from typing import Any
 from syrupy.assertion import SnapshotAssertion
 
 from llmaz.api import BackendRuntime, Playground
-from llmaz.plugins import AutoscalingInput
+from llmaz.plugins import ANNOTATION_AUTOSCALER, AutoscalingInput
 from llmaz_autoscaler_hpa import HPAAutoscaler
 from llmaz_autoscaler_hpa.autoscaler import REASON_MIN_RAISED, REASON_NO_TRIGGER
 
@@ -110,3 +110,23 @@ def test_min_equal_max_is_allowed_and_zero_min_is_raised() -> None:
     out = render(playground({"minReplicas": 0, "maxReplicas": 2}))
     assert out.objects[0]["spec"]["minReplicas"] == 1
     assert [p.reason for p in out.problems] == [REASON_MIN_RAISED]
+
+
+def test_no_hpa_when_the_playground_chooses_another_autoscaler() -> None:
+    pg = playground({"maxReplicas": 2})
+    assert pg.metadata.annotations is None
+    chosen = Playground.from_manifest(
+        {
+            **pg.to_manifest(),
+            "metadata": {"name": "qwen", "namespace": "llm", "annotations": {ANNOTATION_AUTOSCALER: "keda"}},
+        }
+    )
+    assert render(chosen).objects == []
+    assert render(chosen).problems == []
+    named = Playground.from_manifest(
+        {
+            **pg.to_manifest(),
+            "metadata": {"name": "qwen", "namespace": "llm", "annotations": {ANNOTATION_AUTOSCALER: "hpa"}},
+        }
+    )
+    assert render(named).objects[0]["kind"] == "HorizontalPodAutoscaler"

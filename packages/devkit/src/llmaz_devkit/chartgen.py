@@ -246,6 +246,18 @@ class ServiceMonitor(_Values):
     )
 
 
+class Dashboards(_Values):
+    enabled: bool = Field(
+        default=False,
+        description="Ship the Grafana dashboards (operator, each engine) as ConfigMaps for the Grafana sidecar.",
+    )
+    label: str = Field(
+        default="grafana_dashboard",
+        description="Label the Grafana sidecar watches (kube-prometheus-stack: grafana_dashboard).",
+    )
+    label_value: str = Field(default="1", description="Value of that label.")
+
+
 class Prometheus(_Values):
     enabled: bool = Field(
         default=False,
@@ -302,6 +314,7 @@ class ChartValues(_Values):
     )
     webhook: WebhookValues = Field(default_factory=WebhookValues)
     prometheus: Prometheus = Field(default_factory=Prometheus)
+    dashboards: Dashboards = Field(default_factory=Dashboards)
     network_policy: NetworkPolicy = Field(default_factory=NetworkPolicy)
     extra_objects: list[Any] = Field(
         default_factory=list,

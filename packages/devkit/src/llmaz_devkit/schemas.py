@@ -18,6 +18,7 @@ Schemas are made strict on purpose: every object schema with ``properties`` reje
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import os
@@ -32,7 +33,9 @@ from llmaz.errors import LlmazError
 from llmaz_devkit.repo import repo_root
 
 __all__ = [
+    "INTEGRATION_CRDS",
     "LWS_VERSIONS",
+    "CrdSource",
     "SchemaUnavailable",
     "k8s_openapi_path",
     "lws_crd_path",
@@ -113,6 +116,79 @@ def module_file(module: str, versions: Sequence[str], relpath: str) -> Path:
     raise SchemaUnavailable(f"{module} {relpath} unavailable: " + "; ".join(errors))
 
 
+@dataclasses.dataclass(frozen=True)
+class CrdSource:
+    """Where the real CRD of an external kind is: a file of a Go module, at pinned versions."""
+
+    module: str
+    versions: tuple[str, ...]
+    path: str
+
+    def fetch(self) -> Path:
+        return module_file(self.module, self.versions, self.path)
+
+
+_GWAPI = ("sigs.k8s.io/gateway-api", ("v1.6.3",), "config/crd/standard/gateway.networking.k8s.io_{}.yaml")
+_GIE = (
+    "sigs.k8s.io/gateway-api-inference-extension",
+    ("v0.5.1",),
+    "config/crd/bases/inference.networking.x-k8s.io_{}.yaml",
+)
+_AIGW = (
+    "github.com/envoyproxy/ai-gateway",
+    ("v0.3.0",),
+    "manifests/charts/ai-gateway-crds-helm/templates/aigateway.envoyproxy.io_{}.yaml",
+)
+_PROM = (
+    "github.com/prometheus-operator/prometheus-operator",
+    ("v0.85.0",),
+    "example/prometheus-operator-crd/monitoring.coreos.com_{}.yaml",
+)
+
+
+def _src(spec: tuple[str, tuple[str, ...], str], plural: str) -> CrdSource:
+    return CrdSource(spec[0], spec[1], spec[2].format(plural))
+
+
+INTEGRATION_CRDS: dict[tuple[str, str], CrdSource] = {
+    ("gateway.networking.k8s.io/v1", "GatewayClass"): _src(_GWAPI, "gatewayclasses"),
+    ("gateway.networking.k8s.io/v1", "Gateway"): _src(_GWAPI, "gateways"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): _src(_GWAPI, "httproutes"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"): _src(_GIE, "inferencepools"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"): _src(_GIE, "inferencemodels"),
+    ("gateway.envoyproxy.io/v1alpha1", "Backend"): CrdSource(
+        "github.com/envoyproxy/gateway",
+        ("v1.5.0",),
+        "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_backends.yaml",
+    ),
+    ("aigateway.envoyproxy.io/v1alpha1", "AIGatewayRoute"): _src(_AIGW, "aigatewayroutes"),
+    ("aigateway.envoyproxy.io/v1alpha1", "AIServiceBackend"): _src(_AIGW, "aiservicebackends"),
+    ("monitoring.coreos.com/v1", "PodMonitor"): _src(_PROM, "podmonitors"),
+    ("monitoring.coreos.com/v1", "ServiceMonitor"): _src(_PROM, "servicemonitors"),
+    ("keda.sh/v1alpha1", "ScaledObject"): CrdSource(
+        "github.com/kedacore/keda/v2", ("v2.16.1",), "config/crd/bases/keda.sh_scaledobjects.yaml"
+    ),
+}
+"""The pinned real CRDs of the kinds llmaz's integrations emit (Gateway API, Inference Extension,
+Envoy Gateway, Envoy AI Gateway, Prometheus Operator, KEDA). The Go module proxy refuses every
+``github.com/envoyproxy/ai-gateway`` version so far: its two entries raise :class:`SchemaUnavailable`."""
+
+
+@functools.lru_cache(maxsize=16)
+def _crd_validator(api_version: str, kind: str) -> Any:
+    import jsonschema
+
+    source = INTEGRATION_CRDS[(api_version, kind)]
+    crd = yaml.safe_load(source.fetch().read_text(encoding="utf-8"))
+    wanted = api_version.rsplit("/", 1)[-1]
+    version = next((v for v in crd["spec"]["versions"] if v["name"] == wanted), None)
+    if version is None:
+        raise SchemaUnavailable(f"{source.module} {source.path} serves no version {wanted}")
+    schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
+    schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+    return jsonschema.Draft7Validator(schema)
+
+
 def lws_crd_path() -> Path:
     """Path of the LeaderWorkerSet CRD of the pinned module version (first of :data:`LWS_VERSIONS`
     that the module proxy serves)."""
@@ -184,6 +260,8 @@ def validator_for(api_version: str, kind: str) -> Any:
     """A ``jsonschema`` validator for a kind, or :class:`SchemaUnavailable`."""
     if (api_version, kind) == ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"):
         return _lws_validator()
+    if (api_version, kind) in INTEGRATION_CRDS:
+        return _crd_validator(api_version, kind)
     definition = _BUILTIN.get((api_version, kind))
     if definition is None:
         raise SchemaUnavailable(f"no schema known for {api_version} {kind}")

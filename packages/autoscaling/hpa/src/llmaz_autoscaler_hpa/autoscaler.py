@@ -49,6 +49,10 @@ class HPAAutoscaler(Autoscaler):
         out = AutoscalingOutput()
         if elastic is None:
             return out
+        if request.requested_autoscaler not in (None, self.name):
+            # Another autoscaler (e.g. keda, through ANNOTATION_AUTOSCALER) scales this Playground;
+            # it reports its own problems. Two HPAs on one target would fight.
+            return out
         trigger, _source = self.trigger(request)
         if trigger is None:
             runtime = request.backend_runtime.name if request.backend_runtime else "(unresolved)"

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
-from llmaz.plugins import SPECULATIVE_CONFIG, Backend, placeholder
+from llmaz.plugins import SPECULATIVE_CONFIG, Backend, EngineMetrics, placeholder
 
 
 class LlamaCppBackend(Backend):
@@ -19,6 +19,12 @@ class LlamaCppBackend(Backend):
     docs_url: ClassVar[str] = "https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md"
     model_name_flag: ClassVar[str | None] = "--alias"
     drain_metrics: ClassVar[tuple[str, ...]] = ("llamacpp:requests_processing", "llamacpp:requests_deferred")
+    key_metrics: ClassVar[EngineMetrics | None] = EngineMetrics(
+        requests_running="llamacpp:requests_processing",
+        requests_waiting="llamacpp:requests_deferred",
+        generation_tokens="llamacpp:tokens_predicted_total",
+    )
+    """From llama-server's ``--metrics`` docs; it exports no TTFT histogram and no KV-cache ratio."""
     supports_speculative_decoding: ClassVar[bool] = True
 
     def _serve_args(self) -> list[str]:

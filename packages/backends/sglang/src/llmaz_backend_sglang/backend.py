@@ -6,7 +6,14 @@ from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
-from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
+from llmaz.plugins import (
+    MULTI_HOST_CONFIG,
+    SPECULATIVE_CONFIG,
+    Backend,
+    EngineMetrics,
+    MultiHostRecipe,
+    placeholder,
+)
 
 SERVER = ["python3", "-m", "sglang.launch_server"]
 DIST_INIT_PORT = 20000
@@ -24,6 +31,14 @@ class SGLangBackend(Backend):
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     readiness_path: ClassVar[str | None] = "/health_generate"
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+    key_metrics: ClassVar[EngineMetrics | None] = EngineMetrics(
+        requests_running="sglang:num_running_reqs",
+        requests_waiting="sglang:num_queue_reqs",
+        time_to_first_token="sglang:time_to_first_token_seconds",
+        generation_tokens="sglang:generation_tokens_total",
+        kv_cache_usage="sglang:token_usage",
+    )
+    """From SGLang's production-metrics docs (``--enable-metrics``); ``token_usage`` is KV-cache use."""
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
 

@@ -6,7 +6,7 @@ from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.api.conventions import MODEL_PATH
-from llmaz.plugins import Backend, placeholder
+from llmaz.plugins import Backend, EngineMetrics, placeholder
 
 
 class TGIBackend(Backend):
@@ -19,6 +19,13 @@ class TGIBackend(Backend):
     docs_url: ClassVar[str] = "https://huggingface.co/docs/text-generation-inference/reference/launcher"
     tensor_parallel_flag: ClassVar[str | None] = "--num-shard"
     drain_metrics: ClassVar[tuple[str, ...]] = ("tgi_batch_current_size", "tgi_queue_size")
+    key_metrics: ClassVar[EngineMetrics | None] = EngineMetrics(
+        requests_running="tgi_batch_current_size",
+        requests_waiting="tgi_queue_size",
+        generation_tokens="tgi_request_generated_tokens_sum",
+    )
+    """From TGI's metrics reference: no TTFT histogram or KV-cache ratio; generated tokens are the
+    ``_sum`` of the ``tgi_request_generated_tokens`` histogram, a counter."""
 
     def recommended_configs(self) -> list[RecommendedConfig]:
         return [

@@ -6,7 +6,14 @@ from typing import ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.api.conventions import DRAFT_MODEL_PATH, MODEL_PATH
-from llmaz.plugins import MULTI_HOST_CONFIG, SPECULATIVE_CONFIG, Backend, MultiHostRecipe, placeholder
+from llmaz.plugins import (
+    MULTI_HOST_CONFIG,
+    SPECULATIVE_CONFIG,
+    Backend,
+    EngineMetrics,
+    MultiHostRecipe,
+    placeholder,
+)
 
 SERVER = ["vllm", "serve"]
 """``vllm serve MODEL``: ``python3 -m vllm.entrypoints.openai.api_server`` is deprecated upstream."""
@@ -24,6 +31,14 @@ class VLLMBackend(Backend):
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
     tensor_parallel_flag: ClassVar[str | None] = "--tensor-parallel-size"
+    key_metrics: ClassVar[EngineMetrics | None] = EngineMetrics(
+        requests_running="vllm:num_requests_running",
+        requests_waiting="vllm:num_requests_waiting",
+        time_to_first_token="vllm:time_to_first_token_seconds",
+        generation_tokens="vllm:generation_tokens_total",
+        kv_cache_usage="vllm:kv_cache_usage_perc",
+    )
+    """From vLLM's production-metrics docs; ``kv_cache_usage_perc`` replaced ``gpu_cache_usage_perc``."""
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
 

@@ -2,7 +2,7 @@
 
 In Python they are plain JSON values (dicts, strings) so that any valid Kubernetes object can be passed
 through unchanged. Each alias carries a :class:`K8sSchema` marker naming its definition in the
-Kubernetes OpenAPI of the pinned version; ``llmaz.crdgen`` replaces the marker with the real schema,
+Kubernetes OpenAPI of the pinned version; ``llmaz_devkit.crdgen`` replaces the marker with the real schema,
 so the API server validates embedded pod templates, probes and HPA metrics exactly as it validates
 the built-in kinds.
 """

@@ -3,7 +3,7 @@
 The JSON schema of a kind's model is turned into a structural schema: every ``$ref`` inlined,
 camelCase names, defaults, enums, bounds, descriptions and the CEL rules of
 :class:`llmaz.api._base.CelRule`. Nodes marked with ``x-llmaz-k8s-definition`` (embedded Kubernetes
-types) are filled in by an :class:`EmbeddedSchemas` source: ``llmaz.crdgen`` passes the pinned
+types) are filled in by an :class:`EmbeddedSchemas` source: ``llmaz_devkit.crdgen`` passes the pinned
 Kubernetes OpenAPI; :data:`OPAQUE_EMBEDDED` keeps them open, which is what the offline CEL
 validator needs (no rule looks inside an embedded Kubernetes type's own schema).
 """

@@ -18,6 +18,8 @@ from pydantic import Field, ValidationError
 
 from llmaz.api._base import ApiModel, Name, ShortString
 from llmaz.render.dra import DraSettings
+from llmaz.render.gateway import GatewayRef
+from llmaz.render.inference_pool import DEFAULT_ENDPOINT_PICKER_PORT
 
 
 class BackendOverride(ApiModel):
@@ -80,6 +82,65 @@ class ModelLoader(ApiModel):
     )
 
 
+class Integrations(ApiModel):
+    """Objects the operator renders next to each served model, one switch per kind (all off).
+
+    A single Playground/Service opts out with the annotation ``llmaz.io/disable-integrations``
+    (comma-separated ``ai-gateway``, ``http-route``, ``inference-pool``, ``pod-monitor`` or ``all``).
+    """
+
+    ai_gateway: bool = Field(
+        default=False,
+        description=(
+            "Envoy AI Gateway: an AIServiceBackend and Backend per model, one AIGatewayRoute per Gateway."
+        ),
+    )
+    http_route: bool = Field(
+        default=False,
+        description="A Gateway API HTTPRoute per model (when Envoy AI Gateway is not installed).",
+    )
+    gateway_name: Name = Field(default="llmaz-gateway", description="Gateway the routes attach to.")
+    gateway_namespace: Name | None = Field(
+        default=None, description="Namespace of that Gateway; empty means each route's own namespace."
+    )
+    inference_pool: bool = Field(
+        default=False,
+        description="Gateway API Inference Extension: an InferencePool and InferenceModel per model.",
+    )
+    endpoint_picker_port: int = Field(
+        default=DEFAULT_ENDPOINT_PICKER_PORT,
+        ge=1,
+        le=65535,
+        description="gRPC port of each pool's <name>-epp Service.",
+    )
+    endpoint_picker_fail_open: bool = Field(
+        default=False, description="Route requests even when the endpoint picker does not answer."
+    )
+    pod_monitor: bool = Field(
+        default=False,
+        description="A Prometheus Operator PodMonitor per model on its engine's metrics endpoint.",
+    )
+    monitor_labels: dict[Name, ShortString] = Field(
+        default_factory=dict,
+        description="Extra labels on PodMonitors (to match a Prometheus podMonitorSelector).",
+    )
+    scrape_interval: ShortString = Field(default="30s", description="Scrape interval of the PodMonitors.")
+
+    def render_options(self) -> dict[str, Any]:
+        """Keyword arguments of :func:`llmaz.render.integrations.render_integrations`."""
+        return {
+            "gateway": GatewayRef(self.gateway_name, self.gateway_namespace),
+            "ai_gateway": self.ai_gateway,
+            "http_route": self.http_route,
+            "inference_pool": self.inference_pool,
+            "endpoint_picker_port": self.endpoint_picker_port,
+            "endpoint_picker_fail_open": self.endpoint_picker_fail_open,
+            "pod_monitor": self.pod_monitor,
+            "monitor_labels": dict(self.monitor_labels),
+            "scrape_interval": self.scrape_interval,
+        }
+
+
 class OperatorConfig(ApiModel):
     """Settings of ``llmaz operator run`` (file given by ``--config``; flags override it)."""
 
@@ -106,6 +167,7 @@ class OperatorConfig(ApiModel):
     flavor_fallback: FlavorFallback = Field(default_factory=FlavorFallback)
     model_loader: ModelLoader = Field(default_factory=ModelLoader)
     dra: DraSettings = Field(default_factory=DraSettings)
+    integrations: Integrations = Field(default_factory=Integrations)
 
 
 class ConfigError(ValueError):

@@ -7,6 +7,7 @@ commands.
 """
 
 from llmaz.plugins.autoscaler import (
+    ANNOTATION_AUTOSCALER,
     Autoscaler,
     AutoscalingInput,
     AutoscalingOutput,
@@ -31,9 +32,11 @@ from llmaz.plugins.manager import (
     PluginLoadError,
     PluginManager,
 )
+from llmaz.plugins.metrics import EngineMetrics
 from llmaz.plugins.registry import AutoscalerRegistry, BackendRegistry, CommandRegistry, RegistrationError
 
 __all__ = [
+    "ANNOTATION_AUTOSCALER",
     "BACKEND_RUNTIME_LABELS",
     "DEFAULT_CONFIG",
     "ENTRY_POINT_GROUP",
@@ -49,6 +52,7 @@ __all__ = [
     "Backend",
     "BackendRegistry",
     "CommandRegistry",
+    "EngineMetrics",
     "MultiHostRecipe",
     "NodeAffinityHints",
     "PluginInfo",

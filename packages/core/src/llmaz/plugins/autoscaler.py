@@ -12,14 +12,20 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from llmaz.api import BackendRuntime, Flavor, OpenModel, Playground, RecommendedConfig
+from llmaz.plugins.metrics import EngineMetrics
 
 __all__ = [
+    "ANNOTATION_AUTOSCALER",
     "Autoscaler",
     "AutoscalingInput",
     "AutoscalingOutput",
     "AutoscalingProblem",
     "NodeAffinityHints",
 ]
+
+ANNOTATION_AUTOSCALER = "llmaz.io/autoscaler"
+"""Playground annotation naming the autoscaler that scales it (e.g. ``keda``); without it the
+default (``hpa``) does. Autoscalers that scale replicas render only when chosen."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,8 @@ class AutoscalingInput:
     :param config_name: the RESOLVED recommended-config name (explicit ``configName`` first, else
         ``default`` / ``speculative-decoding``).
     :param flavors: the claimed flavors of the main model, highest priority first.
+    :param engine_metrics: the key Prometheus series of the backend plugin, when it is installed
+        and declares them (for autoscalers scaling on engine metrics).
     """
 
     playground: Playground
@@ -39,6 +47,13 @@ class AutoscalingInput:
     backend_runtime: BackendRuntime | None = None
     config_name: str = "default"
     flavors: list[Flavor] = field(default_factory=list)
+    engine_metrics: EngineMetrics | None = None
+
+    @property
+    def requested_autoscaler(self) -> str | None:
+        """The autoscaler named by :data:`ANNOTATION_AUTOSCALER`, or ``None`` for the default."""
+        value = (self.playground.metadata.annotations or {}).get(ANNOTATION_AUTOSCALER, "").strip()
+        return value or None
 
     @property
     def recommended_config(self) -> RecommendedConfig | None:

@@ -28,6 +28,7 @@ from llmaz.api.conventions import (
     placeholder,
 )
 from llmaz.plugins.devices import wrap_with_device_count
+from llmaz.plugins.metrics import EngineMetrics
 
 __all__ = [
     "BACKEND_RUNTIME_LABELS",
@@ -107,6 +108,9 @@ class Backend(ABC):
     """Port of the Prometheus endpoint; ``None`` means the same as :attr:`port`."""
     metrics_path: ClassVar[str | None] = "/metrics"
     """Path of the Prometheus endpoint; ``None`` when the engine exports no metrics."""
+    key_metrics: ClassVar[EngineMetrics | None] = None
+    """Names of the engine's key series (running/waiting requests, TTFT, tokens, KV cache), used by
+    dashboards and metric autoscalers; ``None`` when the engine exports no Prometheus metrics."""
     model_name_flag: ClassVar[str | None] = None
     """Flag that makes the OpenAI model id equal the OpenModel name (``--served-model-name``)."""
     tensor_parallel_flag: ClassVar[str | None] = None

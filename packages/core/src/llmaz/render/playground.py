@@ -495,6 +495,7 @@ def render_playground(
             backend_runtime=backend_runtime,
             config_name=config_name,
             flavors=flavors,
+            engine_metrics=backend.key_metrics if backend is not None else None,
         ),
     )
     main = claimed.main

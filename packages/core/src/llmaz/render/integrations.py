@@ -1,0 +1,152 @@
+"""Every integration object for a set of workloads, switched on per kind and off per workload.
+
+:func:`render_integrations` is the one call the operator makes: it gets every served workload
+(Playgrounds and inference Services) and the switches from ``OperatorConfig.integrations``, and
+returns the objects owned by one workload and the shared ``AIGatewayRoute`` objects (one per
+Gateway and namespace, owned by every workload that has a rule in it). A kind switched off renders
+nothing, so objects of :data:`MANAGED_KINDS` the operator finds but the result lacks are stale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from llmaz.api.conventions import MANAGED_BY, MANAGER
+from llmaz.render.gateway import (
+    AIGATEWAY_API_VERSION,
+    ENVOY_GATEWAY_API_VERSION,
+    GATEWAY_API_VERSION,
+    GatewayRef,
+    render_ai_gateway_route,
+    render_ai_service_backend,
+    render_http_route,
+)
+from llmaz.render.inference_pool import (
+    DEFAULT_ENDPOINT_PICKER_PORT,
+    INFERENCE_API_VERSION,
+    render_inference_pool,
+)
+from llmaz.render.monitoring import MONITORING_API_VERSION, render_pod_monitor
+from llmaz.render.workload import Workload
+
+__all__ = [
+    "MANAGED_KINDS",
+    "IntegrationObjects",
+    "ObjectKey",
+    "object_key",
+    "render_integrations",
+    "stale_objects",
+]
+
+MANAGED_KINDS: tuple[tuple[str, str], ...] = (
+    (ENVOY_GATEWAY_API_VERSION, "Backend"),
+    (AIGATEWAY_API_VERSION, "AIServiceBackend"),
+    (AIGATEWAY_API_VERSION, "AIGatewayRoute"),
+    (GATEWAY_API_VERSION, "HTTPRoute"),
+    (INFERENCE_API_VERSION, "InferencePool"),
+    (INFERENCE_API_VERSION, "InferenceModel"),
+    (MONITORING_API_VERSION, "PodMonitor"),
+)
+"""Kinds the integrations render; labelled ``app.kubernetes.io/managed-by: llmaz``."""
+
+
+@dataclass(frozen=True)
+class IntegrationObjects:
+    """The desired integration objects.
+
+    :param owned: ``(namespace, workload name)`` -> objects owned by that workload only.
+    :param shared: ``AIGatewayRoute`` objects, each with the workloads that have a rule in it in
+        ``shared_owners`` (same index): owner references to all of them let the garbage collector
+        delete a route only when its last workload is gone.
+    """
+
+    owned: Mapping[tuple[str, str], tuple[dict[str, Any], ...]] = field(default_factory=dict)
+    shared: tuple[dict[str, Any], ...] = ()
+    shared_owners: tuple[tuple[str, ...], ...] = ()
+
+    def all_objects(self) -> list[dict[str, Any]]:
+        out = [obj for key in sorted(self.owned) for obj in self.owned[key]]
+        return out + list(self.shared)
+
+
+def render_integrations(
+    workloads: Iterable[Workload],
+    *,
+    gateway: GatewayRef,
+    ai_gateway: bool = False,
+    http_route: bool = False,
+    inference_pool: bool = False,
+    endpoint_picker_port: int = DEFAULT_ENDPOINT_PICKER_PORT,
+    endpoint_picker_fail_open: bool = False,
+    pod_monitor: bool = False,
+    monitor_labels: Mapping[str, str] | None = None,
+    scrape_interval: str = "30s",
+) -> IntegrationObjects:
+    """Integration objects of ``workloads``, one kind per switch (all off by default).
+
+    :raises RenderError: a workload's annotations are invalid (the error names the workload,
+        the annotation and the accepted values).
+    """
+    items = sorted(workloads, key=lambda w: (w.namespace, w.name))
+    owned: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
+    for w in items:
+        objs: list[dict[str, Any]] = []
+        if ai_gateway and w.enabled("ai-gateway"):
+            objs.extend(render_ai_service_backend(w))
+        if http_route:
+            route = render_http_route(gateway, w)
+            if route is not None:
+                objs.append(route)
+        if inference_pool:
+            objs.extend(
+                render_inference_pool(
+                    w, endpoint_picker_port=endpoint_picker_port, fail_open=endpoint_picker_fail_open
+                )
+            )
+        if pod_monitor:
+            monitor = render_pod_monitor(w, interval=scrape_interval, extra_labels=monitor_labels)
+            if monitor is not None:
+                objs.append(monitor)
+        owned[(w.namespace, w.name)] = tuple(objs)
+    shared: list[dict[str, Any]] = []
+    owners: list[tuple[str, ...]] = []
+    if ai_gateway:
+        for namespace in sorted({w.namespace for w in items}):
+            route = render_ai_gateway_route(gateway, namespace, items)
+            if route is not None:
+                shared.append(route)
+                owners.append(
+                    tuple(w.name for w in items if w.namespace == namespace and w.enabled("ai-gateway"))
+                )
+    return IntegrationObjects(owned=owned, shared=tuple(shared), shared_owners=tuple(owners))
+
+
+ObjectKey = tuple[str, str, str, str]
+"""``(apiVersion, kind, namespace, name)`` of an object."""
+
+
+def object_key(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return (
+        str(obj.get("apiVersion")),
+        str(obj.get("kind")),
+        str(meta.get("namespace", "")),
+        str(meta.get("name")),
+    )
+
+
+def stale_objects(observed: Iterable[Mapping[str, Any]], desired: IntegrationObjects) -> list[ObjectKey]:
+    """Objects the operator must delete: those of :data:`MANAGED_KINDS` labelled as managed by
+    llmaz that the latest :func:`render_integrations` no longer produces (a switch turned off, an
+    annotation added, a workload gone), sorted. Objects not managed by llmaz are never listed.
+    """
+    wanted = {object_key(o) for o in desired.all_objects()}
+    out = set()
+    for obj in observed:
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        key = object_key(obj)
+        if (key[0], key[1]) in MANAGED_KINDS and labels.get(MANAGED_BY) == MANAGER and key not in wanted:
+            out.add(key)
+    return sorted(out)

@@ -1,0 +1,237 @@
+"""Pure integration renders: gateway routes, InferencePool/InferenceModel, PodMonitors, switches."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from integration_helpers import MetricsEngine, SilentEngine, model, playground, workload
+
+from llmaz.operator.config import ConfigError, OperatorConfig, load_config
+from llmaz.render.gateway import (
+    MAX_ROUTE_RULES,
+    MODEL_HEADER,
+    GatewayRef,
+    TooManyModels,
+    render_ai_gateway_route,
+    render_ai_service_backend,
+)
+from llmaz.render.inference_pool import InvalidInferenceModel, render_inference_pool
+from llmaz.render.integrations import MANAGED_KINDS, render_integrations, stale_objects
+from llmaz.render.monitoring import render_pod_monitor
+from llmaz.render.workload import InvalidIntegrationAnnotation, Workload
+from llmaz_devkit.schemas import SchemaUnavailable, validate_object
+
+GW = GatewayRef("llmaz-gateway")
+ALL_ON = {"ai_gateway": True, "http_route": True, "inference_pool": True, "pod_monitor": True}
+
+
+def rule_models(route: dict) -> list[str]:
+    return [r["matches"][0]["headers"][0]["value"] for r in route["spec"]["rules"]]
+
+
+def test_two_playgrounds_give_one_route_with_two_rules_and_deleting_one_leaves_one() -> None:
+    qwen, llama = workload("qwen"), workload("llama")
+    route = render_ai_gateway_route(GW, "llm", [qwen, llama])
+    assert route is not None
+    assert route["metadata"] == {
+        "name": "llmaz-llmaz-gateway",
+        "namespace": "llm",
+        "labels": {"app.kubernetes.io/managed-by": "llmaz", "llmaz.io/gateway": "llmaz-gateway"},
+    }
+    assert rule_models(route) == ["llama", "qwen"]
+    assert route["spec"]["rules"][1]["backendRefs"] == [{"name": "qwen-lb"}]
+    after = render_ai_gateway_route(GW, "llm", [qwen])
+    assert after is not None
+    # the remaining rule is exactly what it was: deleting llama touched nothing else
+    assert after["spec"]["rules"] == [route["spec"]["rules"][1]]
+    assert render_ai_gateway_route(GW, "llm", []) is None
+
+
+def test_route_carries_models_metadata_and_matches_the_model_header() -> None:
+    created = datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
+    w = Workload.of(
+        playground("qwen", "qwen"),
+        model("qwen", ownedBy="alibaba", createdAt=created.isoformat()),
+        backend=None,
+    )
+    route = render_ai_gateway_route(GW, "llm", [w])
+    assert route is not None
+    rule = route["spec"]["rules"][0]
+    assert rule["matches"] == [{"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": "qwen"}]}]
+    assert rule["modelsOwnedBy"] == "alibaba"
+    assert rule["modelsCreatedAt"] == "2024-05-01T12:30:00Z"
+    assert route["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "llmaz-gateway"}
+    ]
+
+
+def test_two_workloads_of_one_model_share_its_rule() -> None:
+    route = render_ai_gateway_route(GW, "llm", [workload("b", "qwen"), workload("a", "qwen")])
+    assert route is not None
+    assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "a-lb"}, {"name": "b-lb"}]
+
+
+def test_gateway_in_another_namespace_is_referenced_with_it() -> None:
+    route = render_ai_gateway_route(GatewayRef("gw", "infra"), "llm", [workload("qwen")])
+    assert route is not None
+    assert route["spec"]["parentRefs"][0]["namespace"] == "infra"
+
+
+def test_routes_are_per_namespace() -> None:
+    out = render_integrations([workload("a"), workload("b", namespace="team")], gateway=GW, ai_gateway=True)
+    assert [(r["metadata"]["namespace"], rule_models(r)) for r in out.shared] == [
+        ("llm", ["a"]),
+        ("team", ["b"]),
+    ]
+    assert out.shared_owners == (("a",), ("b",))
+
+
+def test_too_many_models_names_the_limit() -> None:
+    many = [workload(f"m{i}") for i in range(MAX_ROUTE_RULES + 1)]
+    with pytest.raises(TooManyModels, match=f"exceed the {MAX_ROUTE_RULES} rules"):
+        render_ai_gateway_route(GW, "llm", many)
+
+
+def test_ai_service_backend_points_at_the_lb_service() -> None:
+    backend, ai_backend = render_ai_service_backend(workload("qwen"))
+    assert backend["kind"] == "Backend"
+    assert backend["spec"]["endpoints"] == [
+        {"fqdn": {"hostname": "qwen-lb.llm.svc.cluster.local", "port": 8000}}
+    ]
+    assert ai_backend["spec"]["backendRef"] == {
+        "group": "gateway.envoyproxy.io",
+        "kind": "Backend",
+        "name": "qwen-lb",
+    }
+
+
+def test_inference_pool_and_model_from_annotations() -> None:
+    w = workload(
+        "qwen", **{"llmaz.io/criticality": "Critical", "llmaz.io/target-models": "qwen-a=80, qwen-b=20"}
+    )
+    pool, im = render_inference_pool(w)
+    assert pool["spec"] == {
+        "selector": {
+            "leaderworkerset.sigs.k8s.io/name": "qwen",
+            "leaderworkerset.sigs.k8s.io/worker-index": "0",
+        },
+        "targetPortNumber": 8000,
+        "extensionRef": {"name": "qwen-epp", "portNumber": 9002, "failureMode": "FailClose"},
+    }
+    assert im["spec"] == {
+        "modelName": "qwen",
+        "criticality": "Critical",
+        "targetModels": [{"name": "qwen-a", "weight": 80}, {"name": "qwen-b", "weight": 20}],
+        "poolRef": {"name": "qwen"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("annotations", "message"),
+    [
+        ({"llmaz.io/criticality": "Default"}, "'Default' is not one of Critical, Standard, Sheddable"),
+        ({"llmaz.io/target-models": "a=0"}, "weight of 'a' is 0; it must be 1..1000000"),
+        ({"llmaz.io/target-models": "a"}, "'a' is not name=weight"),
+        ({"llmaz.io/target-models": "a=1,a=2"}, "'a' is listed twice"),
+    ],
+)
+def test_bad_inference_annotations_name_the_annotation(annotations: dict[str, str], message: str) -> None:
+    with pytest.raises(InvalidInferenceModel) as err:
+        render_inference_pool(workload("qwen", **annotations))
+    assert message in str(err.value)
+    assert str(err.value).startswith("Playground/qwen: metadata.annotations[llmaz.io/")
+
+
+def test_pod_monitor_uses_the_backend_metrics_port_and_path() -> None:
+    pm = render_pod_monitor(workload("qwen"), extra_labels={"release": "prom"})
+    assert pm is not None
+    assert pm["metadata"]["labels"]["release"] == "prom"
+    assert pm["spec"]["podMetricsEndpoints"] == [{"portNumber": 9400, "path": "/stats", "interval": "30s"}]
+    assert render_pod_monitor(workload("quiet", backend=SilentEngine())) is None
+
+
+def test_every_kind_is_off_by_default_and_on_by_its_switch() -> None:
+    ws = [workload("qwen")]
+    assert render_integrations(ws, gateway=GW).all_objects() == []
+    kinds = {
+        (o["apiVersion"], o["kind"]) for o in render_integrations(ws, gateway=GW, **ALL_ON).all_objects()
+    }
+    assert kinds == set(MANAGED_KINDS)
+    only_pool = render_integrations(ws, gateway=GW, inference_pool=True).all_objects()
+    assert {o["kind"] for o in only_pool} == {"InferencePool", "InferenceModel"}
+
+
+def test_annotation_switches_one_workload_off() -> None:
+    off = workload("off", **{"llmaz.io/disable-integrations": "ai-gateway, pod-monitor"})
+    out = render_integrations([workload("on"), off], gateway=GW, **ALL_ON)
+    assert {o["kind"] for o in out.owned[("llm", "off")]} == {"HTTPRoute", "InferencePool", "InferenceModel"}
+    assert rule_models(out.shared[0]) == ["on"]
+    assert out.shared_owners == (("on",),)
+    none = workload("none", **{"llmaz.io/disable-integrations": "all"})
+    assert render_integrations([none], gateway=GW, **ALL_ON).all_objects() == []
+
+
+def test_unknown_integration_in_annotation_is_a_clear_error() -> None:
+    bad = workload("qwen", **{"llmaz.io/disable-integrations": "gateway"})
+    with pytest.raises(
+        InvalidIntegrationAnnotation, match="unknown integration 'gateway'; use a comma-separated"
+    ):
+        render_integrations([bad], gateway=GW, ai_gateway=True)
+
+
+def test_renders_are_deterministic_whatever_the_input_order() -> None:
+    a, b, c = workload("a"), workload("b", "x"), workload("c", namespace="z")
+    first = render_integrations([a, b, c], gateway=GW, **ALL_ON).all_objects()
+    assert render_integrations([c, b, a], gateway=GW, **ALL_ON).all_objects() == first
+
+
+def test_operator_config_switches_map_to_the_render(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = tmp_path / "config.yaml"
+    path.write_text("integrations:\n  aiGateway: true\n  gatewayName: gw\n  gatewayNamespace: infra\n")
+    options = load_config(path).integrations.render_options()
+    out = render_integrations([workload("qwen")], **options)
+    assert [o["kind"] for o in out.all_objects()] == ["Backend", "AIServiceBackend", "AIGatewayRoute"]
+    assert out.shared[0]["spec"]["parentRefs"][0] == {
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": "gw",
+        "namespace": "infra",
+    }
+    assert OperatorConfig().integrations.render_options()["ai_gateway"] is False
+    path.write_text("integrations:\n  aiGatway: true\n")
+    with pytest.raises(ConfigError, match=r"integrations\.aiGatway"):
+        load_config(path)
+
+
+def test_metrics_engine_stand_in_is_a_valid_backend() -> None:
+    assert MetricsEngine().backend_runtime().name == "metrics-engine"
+
+
+def test_stale_objects_are_ours_and_no_longer_rendered() -> None:
+    ws = [workload("qwen"), workload("llama")]
+    before = render_integrations(ws, gateway=GW, **ALL_ON).all_objects()
+    foreign = {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {"name": "hand-made", "namespace": "llm", "labels": {}},
+    }
+    gateway_off = render_integrations(ws, gateway=GW, inference_pool=True, pod_monitor=True)
+    stale = stale_objects([*before, foreign], gateway_off)
+    assert {k[1] for k in stale} == {"Backend", "AIServiceBackend", "AIGatewayRoute", "HTTPRoute"}
+    assert all(k[3] != "hand-made" for k in stale)
+    assert stale_objects(before, render_integrations(ws, gateway=GW, **ALL_ON)) == []
+
+
+def test_every_rendered_object_matches_its_real_crd_schema() -> None:
+    # Offline check against the pinned CRDs (strict: a field the API server would prune fails).
+    # The Envoy AI Gateway CRDs cannot be fetched here; those kinds are listed, not validated.
+    objs = render_integrations([workload("qwen"), workload("llama")], gateway=GW, **ALL_ON).all_objects()
+    unavailable, problems = set(), []
+    for obj in objs:
+        try:
+            problems += [f"{obj['kind']}: {p}" for p in validate_object(obj)]
+        except SchemaUnavailable:
+            unavailable.add(obj["kind"])
+    assert problems == []
+    assert unavailable <= {"AIGatewayRoute", "AIServiceBackend"}
