@@ -249,7 +249,7 @@ class ServiceMonitor(_Values):
 class Dashboards(_Values):
     enabled: bool = Field(
         default=False,
-        description="Ship the Grafana dashboards (operator, each engine) as ConfigMaps for the Grafana sidecar.",
+        description="Ship Grafana dashboards (operator, engines) as ConfigMaps for the Grafana sidecar.",
     )
     label: str = Field(
         default="grafana_dashboard",
