@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from llmaz.api import HPATrigger, Playground
-from llmaz.api.conventions import MANAGED_BY, MANAGER
+from llmaz.api.conventions import LABEL_PLAYGROUND, MANAGED_BY, MANAGER
 from llmaz.plugins import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 
 HPA_API_VERSION = "autoscaling/v2"
@@ -86,7 +86,7 @@ def build_hpa(
     """The HPA manifest (owner references are the caller's job)."""
     metadata: dict[str, Any] = {
         "name": playground.name,
-        "labels": {MANAGED_BY: MANAGER, "llmaz.io/playground": playground.name},
+        "labels": {MANAGED_BY: MANAGER, LABEL_PLAYGROUND: playground.name},
     }
     if playground.metadata.namespace:
         metadata["namespace"] = playground.metadata.namespace

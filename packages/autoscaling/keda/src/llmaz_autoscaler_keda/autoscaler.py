@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from llmaz.api import Playground
+from llmaz.api.conventions import LABEL_PLAYGROUND, MANAGED_BY, MANAGER
 from llmaz.plugins import (
     ANNOTATION_AUTOSCALER,
     Autoscaler,
@@ -168,7 +169,7 @@ def build_scaled_object(
     """The ScaledObject manifest on the Playground's ``/scale`` subresource (owner refs: caller)."""
     metadata: dict[str, Any] = {
         "name": playground.name,
-        "labels": {"app.kubernetes.io/managed-by": "llmaz", "llmaz.io/playground": playground.name},
+        "labels": {MANAGED_BY: MANAGER, LABEL_PLAYGROUND: playground.name},
     }
     if playground.metadata.namespace:
         metadata["namespace"] = playground.metadata.namespace
