@@ -53,6 +53,28 @@ class IntegrationState:
     warned: set[tuple[str, str]] = field(default_factory=set)
     reported: dict[str, str] = field(default_factory=dict)
     """Workload uid -> the error message last posted as an Event (posted again only when it changes)."""
+    seen: dict[str, Any] = field(default_factory=dict)
+    """Workload uid -> what the integrations read of it when last seen (see :meth:`relevant`)."""
+
+    def relevant(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Whether a workload event can change integration objects: a deletion, the initial
+        listing, or a change of its spec, annotations or owners (status updates are not)."""
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            self.seen.pop(uid, None)
+            self.reported.pop(uid, None)
+            return True
+        fingerprint = (
+            meta.get("generation"),
+            dict(meta.get("annotations") or {}),
+            list(meta.get("ownerReferences") or []),
+            bool(meta.get("deletionTimestamp")),
+        )
+        if event_type is not None and self.seen.get(uid) == fingerprint:
+            return False
+        self.seen[uid] = fingerprint
+        return True
 
 
 # ------------------------------------------------------------------------------ workloads

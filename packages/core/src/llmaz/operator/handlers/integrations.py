@@ -31,9 +31,13 @@ def register(registry: kopf.OperatorRegistry) -> None:
         @kopf.on.event(
             kind.group, kind.version, kind.plural, id=f"llmaz-integrations-{kind.plural}", registry=registry
         )
-        async def workload_event(namespace: str | None, memo: kopf.Memo, **kw: Any) -> None:
-            rt = runtime(memo, kw)
-            mark(rt, _state(memo), namespace or "")
+        async def workload_event(
+            event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: kopf.Memo, **kw: Any
+        ) -> None:
+            state = _state(memo)
+            if not state.relevant(event.get("type"), body):
+                return  # a status update: nothing the integrations read has changed
+            mark(runtime(memo, kw), state, namespace or "")
 
     @kopf.on.event(
         OpenModel.group,
