@@ -23,7 +23,6 @@ import pytest
 import yaml
 
 from llmaz.api import OpenModel, Playground
-from llmaz.cli.demo import llmaz_crd_documents
 from llmaz.plugins import ANNOTATION_AUTOSCALER, AutoscalingInput, Backend, PluginManager
 from llmaz.render.gateway import GatewayRef, render_ai_gateway_route
 from llmaz.render.integrations import render_integrations, stale_objects
@@ -31,6 +30,7 @@ from llmaz.render.monitoring import render_operator_service_monitor
 from llmaz.render.workload import Workload
 from llmaz_autoscaler_keda import KEDAAutoscaler
 from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.demo import llmaz_crd_documents
 from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -281,7 +281,9 @@ def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[Operator]:
+def running_operator(
+    cp: ControlPlane, workdir: Path, account: str, extra_config: dict[str, Any] | None = None
+) -> Iterator[Operator]:
     kubeconfig = bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
@@ -303,6 +305,7 @@ def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[
                     "renewDeadlineSeconds": 3,
                     "retryPeriodSeconds": 1,
                 },
+                **(extra_config or {}),
             }
         )
     )

@@ -1,4 +1,5 @@
-"""Prometheus metrics of the operator, in a registry of their own (no process globals)."""
+"""Prometheus metrics of the operator, in a registry of their own (no process globals); the families
+are declared in :data:`llmaz.render.monitoring.OPERATOR_METRIC_FAMILIES`."""
 
 from __future__ import annotations
 
@@ -6,7 +7,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+from llmaz.render.monitoring import OPERATOR_METRIC_FAMILIES
+
+FAMILIES = {m.name: m for m in OPERATOR_METRIC_FAMILIES}
+"""Names, help and labels come from :data:`~llmaz.render.monitoring.OPERATOR_METRIC_FAMILIES`,
+which the operator dashboard is checked against."""
 
 __all__ = ["Metrics"]
 
@@ -16,38 +23,29 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self.reconciles = Counter(
-            "llmaz_reconciles", "Reconciles run, per kind.", ["kind"], registry=self.registry
-        )
-        self.errors = Counter(
-            "llmaz_reconcile_errors",
-            "Reconciles that failed (and were retried), per kind.",
-            ["kind"],
-            registry=self.registry,
-        )
+        ProcessCollector(registry=self.registry)
+        self.reconciles = self._counter("llmaz_reconciles")
+        self.errors = self._counter("llmaz_reconcile_errors")
+        family = FAMILIES["llmaz_reconcile_duration_seconds"]
         self.duration = Histogram(
-            "llmaz_reconcile_duration_seconds",
-            "Time of one reconcile, per kind.",
-            ["kind"],
+            family.name,
+            family.help,
+            family.labels,
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
-        self.managed = Gauge(
-            "llmaz_objects_managed",
-            "Objects the operator watches, per kind.",
-            ["kind"],
-            registry=self.registry,
-        )
-        self.queue_depth = Gauge(
-            "llmaz_queue_depth", "Reconciles waiting for or holding an object's lock.", registry=self.registry
-        )
-        self.writes = Counter(
-            "llmaz_api_writes",
-            "Write requests sent to the API server, per verb and resource.",
-            ["verb", "resource"],
-            registry=self.registry,
-        )
-        self.leader = Gauge("llmaz_leader", "1 while this process is the leader.", registry=self.registry)
+        self.managed = self._gauge("llmaz_objects_managed")
+        self.queue_depth = self._gauge("llmaz_queue_depth")
+        self.writes = self._counter("llmaz_api_writes")
+        self.leader = self._gauge("llmaz_leader")
+
+    def _counter(self, name: str) -> Counter:
+        family = FAMILIES[name]
+        return Counter(family.name, family.help, family.labels, registry=self.registry)
+
+    def _gauge(self, name: str) -> Gauge:
+        family = FAMILIES[name]
+        return Gauge(family.name, family.help, family.labels, registry=self.registry)
 
     def count_write(self, verb: str, resource: str) -> None:
         self.writes.labels(verb=verb, resource=resource).inc()

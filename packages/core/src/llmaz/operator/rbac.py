@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmaz.render.integrations import MANAGED_KINDS
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -32,6 +34,24 @@ class Rule:
 
 READ = ("get", "list", "watch")
 OWN = ("get", "list", "watch", "create", "patch", "delete")
+INTEGRATION_VERBS = ("list", "create", "patch", "delete")
+"""Integration objects are listed per namespace, server-side applied (create or patch) and pruned."""
+
+
+def _integration_rules() -> tuple[Rule, ...]:
+    by_group: dict[str, list[str]] = {}
+    for api_version, kind in MANAGED_KINDS:
+        by_group.setdefault(api_version.split("/", maxsplit=1)[0], []).append(kind.lower() + "s")
+    return tuple(
+        Rule(
+            (group,),
+            tuple(sorted(plurals)),
+            INTEGRATION_VERBS,
+            "integration objects (operator.config.integrations)",
+        )
+        for group, plurals in sorted(by_group.items())
+    )
+
 
 RULES: tuple[Rule, ...] = (
     Rule(("llmaz.io",), ("openmodels",), READ, "Playgrounds and Services reference OpenModels"),
@@ -69,4 +89,5 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("events.k8s.io",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
+    *_integration_rules(),
 )

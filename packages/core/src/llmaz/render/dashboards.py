@@ -125,21 +125,28 @@ def engine_dashboard(backend: Backend) -> dict[str, Any] | None:
 
 
 def operator_dashboard() -> dict[str, Any]:
-    """The operator's dashboard: reconcile rate, errors and latency, ready workloads, process use."""
+    """The operator's dashboard: reconcile rate, errors and latency, watched objects, API writes,
+    queue depth, leadership and process use."""
     duration = "sum by (le, kind) (rate(llmaz_reconcile_duration_seconds_bucket[5m]))"
     specs: list[tuple[str, list[tuple[str, str]], str]] = [
         (
             "Reconciles per second",
-            [("sum by (kind, result) (rate(llmaz_reconcile_total[5m]))", "{{kind}} {{result}}")],
+            [
+                ("sum by (kind) (rate(llmaz_reconciles_total[5m]))", "{{kind}}"),
+                ("sum by (kind) (rate(llmaz_reconcile_errors_total[5m]))", "{{kind}} errors"),
+            ],
             "ops",
         ),
         ("Reconcile latency p95", [(f"histogram_quantile(0.95, {duration})", "{{kind}}")], "s"),
+        ("Objects watched", [("sum by (kind) (llmaz_objects_managed)", "{{kind}}")], "short"),
         (
-            "Workloads ready",
-            [
-                ("sum by (kind) (llmaz_workloads_ready)", "{{kind}} ready"),
-                ("sum by (kind) (llmaz_workloads_total)", "{{kind}} total"),
-            ],
+            "API writes per second",
+            [("sum by (verb, resource) (rate(llmaz_api_writes_total[5m]))", "{{verb}} {{resource}}")],
+            "ops",
+        ),
+        (
+            "Queue depth and leadership",
+            [("max(llmaz_queue_depth)", "queue depth"), ("max by (pod) (llmaz_leader)", "leader {{pod}}")],
             "short",
         ),
         ("Operator CPU", [('rate(process_cpu_seconds_total{job=~".*llmaz.*"}[5m])', "{{pod}}")], "short"),

@@ -4,6 +4,7 @@ port and path its backend plugin declares, and the operator's own ``ServiceMonit
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from llmaz.render.objects import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, metadata
@@ -12,21 +13,67 @@ from llmaz.render.workload import Workload
 __all__ = [
     "MONITORING_API_VERSION",
     "OPERATOR_METRICS",
+    "OPERATOR_METRIC_FAMILIES",
+    "PROCESS_METRICS",
+    "OperatorMetric",
     "render_operator_service_monitor",
     "render_pod_monitor",
 ]
 
 MONITORING_API_VERSION = "monitoring.coreos.com/v1"
 
-OPERATOR_METRICS: dict[str, str] = {
-    "llmaz_reconcile_total": "counter{kind, result}: reconciles by object kind and result (ok, error)",
-    "llmaz_reconcile_duration_seconds_bucket": "histogram{kind}: reconcile duration buckets",
-    "llmaz_reconcile_duration_seconds_sum": "histogram{kind}: reconcile duration sum",
-    "llmaz_reconcile_duration_seconds_count": "histogram{kind}: reconcile duration count",
-    "llmaz_workloads_ready": "gauge{kind}: Playgrounds/Services whose Ready condition is True",
-    "llmaz_workloads_total": "gauge{kind}: Playgrounds/Services the operator watches",
-    "process_cpu_seconds_total": "counter: CPU time of the operator process (prometheus_client default)",
+
+@dataclass(frozen=True)
+class OperatorMetric:
+    """One metric family the operator exports (:mod:`llmaz.operator.metrics` builds it from this)."""
+
+    name: str
+    type: str
+    """``counter``, ``gauge`` or ``histogram``."""
+    help: str
+    labels: tuple[str, ...] = ()
+
+    def series(self) -> tuple[str, ...]:
+        """The series names Prometheus stores for this family."""
+        if self.type == "counter":
+            return (f"{self.name}_total",)
+        if self.type == "histogram":
+            return tuple(f"{self.name}_{suffix}" for suffix in ("bucket", "sum", "count"))
+        return (self.name,)
+
+
+OPERATOR_METRIC_FAMILIES: tuple[OperatorMetric, ...] = (
+    OperatorMetric("llmaz_reconciles", "counter", "Reconciles run, per kind.", ("kind",)),
+    OperatorMetric(
+        "llmaz_reconcile_errors", "counter", "Reconciles that failed (and were retried), per kind.", ("kind",)
+    ),
+    OperatorMetric(
+        "llmaz_reconcile_duration_seconds", "histogram", "Time of one reconcile, per kind.", ("kind",)
+    ),
+    OperatorMetric("llmaz_objects_managed", "gauge", "Objects the operator watches, per kind.", ("kind",)),
+    OperatorMetric("llmaz_queue_depth", "gauge", "Reconciles waiting for or holding an object's lock."),
+    OperatorMetric(
+        "llmaz_api_writes",
+        "counter",
+        "Write requests sent to the API server, per verb and resource.",
+        ("verb", "resource"),
+    ),
+    OperatorMetric("llmaz_leader", "gauge", "1 while this process is the leader."),
+)
+"""The operator's own metric families: the one home of their names, types, help and labels."""
+
+PROCESS_METRICS: dict[str, str] = {
+    "process_cpu_seconds_total": "counter: CPU time of the operator process (ProcessCollector)",
     "process_resident_memory_bytes": "gauge: resident memory of the operator process",
+}
+
+OPERATOR_METRICS: dict[str, str] = {
+    **{
+        series: f"{m.type}{{{', '.join(m.labels)}}}: {m.help}"
+        for m in OPERATOR_METRIC_FAMILIES
+        for series in m.series()
+    },
+    **PROCESS_METRICS,
 }
 """The series the operator exports on its ``/metrics`` port, the only operator series dashboards use."""
 

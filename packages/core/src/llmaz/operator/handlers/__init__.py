@@ -9,6 +9,7 @@ import kopf
 from llmaz.operator.handlers import (
     backendruntime,
     children,
+    integrations,
     lifecycle,
     openmodel,
     playground,
@@ -21,7 +22,7 @@ __all__ = ["build_registry"]
 
 def build_registry(*, webhooks_enabled: bool = False) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    for module in (lifecycle, openmodel, backendruntime, playground, service, children):
+    for module in (lifecycle, openmodel, backendruntime, playground, service, children, integrations):
         module.register(registry)
     if webhooks_enabled:
         webhooks.register(registry)

@@ -1,0 +1,164 @@
+"""The REAL operator (``llmaz operator run`` as a local process, ServiceAccount bound to exactly
+:data:`llmaz.operator.rbac.RULES`) keeps the Envoy AI Gateway objects of served models.
+
+Real: API server, garbage collector, LWS controller, the Envoy Gateway ``Backend`` CRD from its Go
+module. Stand-ins: the ``AIGatewayRoute`` and ``AIServiceBackend`` CRDs (open schema, because the Go
+module proxy refuses ``github.com/envoyproxy/ai-gateway``; see ``test_integrations.py``). No Envoy data
+plane and no inference engine runs: the test checks the objects the gateway would read.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from test_integrations import AI_GATEWAY_KINDS, _stand_in_crd
+from test_operator import (
+    Operator,
+    audit_writes,
+    crds,
+    get,
+    model,
+    playground,
+    running_operator,
+    wait_until,
+)
+
+from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
+from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
+
+__all__ = ["crds"]  # the llmaz CRDs fixture of test_operator
+
+ROUTE = "aigatewayroute.aigateway.envoyproxy.io/llmaz-llmaz-gateway"
+GATEWAY_RESOURCES = {"backends", "aiservicebackends", "aigatewayroutes"}
+ACCOUNT = "llmaz-operator-integrations"
+
+
+@pytest.fixture(scope="module")
+def gateway_crds(control_plane: ControlPlane, crds: None) -> Iterator[None]:
+    """The real Envoy Gateway ``Backend`` CRD and STAND-IN AI Gateway CRDs (removed afterwards:
+    other suites share this API server)."""
+    names: list[str] = []
+    try:
+        path = INTEGRATION_CRDS[("gateway.envoyproxy.io/v1alpha1", "Backend")].fetch()
+    except SchemaUnavailable as err:
+        pytest.fail(f"the Envoy Gateway Backend CRD is unavailable: {err}")
+    control_plane.apply([path], "--server-side")
+    names.append(yaml.safe_load(path.read_text())["metadata"]["name"])
+    stand_ins = [_stand_in_crd(kind, plural) for kind, plural in AI_GATEWAY_KINDS.items()]
+    control_plane.apply(stand_ins)
+    names += [c["metadata"]["name"] for c in stand_ins]
+    control_plane.wait_established(names)
+    yield
+    for crd in stand_ins:
+        control_plane.kubectl(
+            "delete", "crd", crd["metadata"]["name"], "--timeout=60s", check=False, timeout=90
+        )
+
+
+def _rules(cp: ControlPlane, ns: str) -> list[str] | None:
+    route = get(cp, ROUTE, ns)
+    if route is None:
+        return None
+    return [r["matches"][0]["headers"][0]["value"] for r in route["spec"]["rules"]]
+
+
+def _names(cp: ControlPlane, resource: str, ns: str) -> set[str]:
+    found = get(cp, resource, ns)
+    return {o["metadata"]["name"] for o in (found or {}).get("items") or []}
+
+
+def _started(cp: ControlPlane, workdir: Path, ai_gateway: bool) -> Any:
+    config = {"integrations": {"aiGateway": ai_gateway}}
+    return running_operator(cp, workdir, ACCOUNT, extra_config=config)
+
+
+def _wait_ready(op: Operator) -> None:
+    wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
+
+
+def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when_switched_off(
+    control_plane: ControlPlane, gateway_crds: None, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    qwen, llama = f"qwen-{namespace}"[:63], f"llama-{namespace}"[:63]
+    with _started(cp, tmp_path, ai_gateway=True) as op:
+        _wait_ready(op)
+        cp.apply(
+            [
+                model(qwen),
+                model(llama),
+                playground("qwen", namespace, qwen),
+                playground("llama", namespace, llama),
+                {
+                    **playground("odd", namespace, qwen),
+                    "metadata": {
+                        "name": "odd",
+                        "namespace": namespace,
+                        "annotations": {ANNOTATION_DISABLE_INTEGRATIONS: "ai-gatewy"},
+                    },
+                },
+            ]
+        )
+        # two Playgrounds -> one route with two rules, owned (not controlled) by both
+        wait_until(lambda: _rules(cp, namespace) == [llama, qwen], "one route, two rules", 60, op.log)
+        route = get(cp, ROUTE, namespace)
+        assert route is not None
+        pgs = {n: get(cp, f"pl/{n}", namespace) for n in ("qwen", "llama")}
+        refs = route["metadata"]["ownerReferences"]
+        assert sorted(r["name"] for r in refs) == ["llama", "qwen"]
+        assert all(r["controller"] is False for r in refs)
+        assert {r["uid"] for r in refs} == {p["metadata"]["uid"] for p in pgs.values() if p}
+        for resource in ("backend.gateway.envoyproxy.io", "aiservicebackend.aigateway.envoyproxy.io"):
+            backend = get(cp, f"{resource}/qwen-lb", namespace)
+            assert backend is not None
+            (ref,) = backend["metadata"]["ownerReferences"]
+            assert ref["controller"] is True
+            assert ref["name"] == "qwen"
+        # the bad annotation is reported on its Playground, which gets no gateway objects
+        wait_until(
+            lambda: any(
+                e["involvedObject"]["name"] == "odd" and e["reason"] == "InvalidAnnotation"
+                for e in (get(cp, "events", namespace) or {}).get("items") or []
+            ),
+            "an InvalidAnnotation Event on Playground odd",
+            30,
+            op.log,
+        )
+        assert "odd-lb" not in _names(cp, "backend.gateway.envoyproxy.io", namespace)
+
+        # a converged namespace sees no integration writes, resyncs included (resync is 10 s)
+        quiet_since = time.time()
+        time.sleep(12)
+        writes = [w for w in audit_writes(cp, op.user, quiet_since) if w.split()[1] in GATEWAY_RESOURCES]
+        assert writes == [], f"integration writes on a no-op resync: {writes}"
+
+        # deleting one Playground leaves one rule and the other's backends
+        cp.kubectl("delete", "pl", "llama", "-n", namespace)
+        wait_until(lambda: _rules(cp, namespace) == [qwen], "the route to lose llama's rule", 60, op.log)
+        wait_until(
+            lambda: _names(cp, "backend.gateway.envoyproxy.io", namespace) == {"qwen-lb"},
+            "llama's Backend to go",
+            60,
+            op.log,
+        )
+        assert op.stop() == 0
+
+    # restarted with the gateway setting off: our gateway objects go, the Playground stays
+    with _started(cp, tmp_path, ai_gateway=False) as op:
+        _wait_ready(op)
+        wait_until(lambda: get(cp, ROUTE, namespace) is None, "the route to be deleted", 60, op.log)
+        for resource in ("backend.gateway.envoyproxy.io", "aiservicebackend.aigateway.envoyproxy.io"):
+            wait_until(
+                lambda r=resource: not _names(cp, r, namespace), f"every {resource} to be deleted", 60, op.log
+            )
+        assert get(cp, "pl/qwen", namespace) is not None
+        # kinds whose CRD is not installed here are skipped with one warning each, not a loop of them
+        warnings = [line for line in op.log.read_text().splitlines() if "is not installed" in line]
+        assert len(warnings) == len(set(warnings)), warnings
+        assert op.stop() == 0

@@ -1,0 +1,322 @@
+"""Integration objects (gateway routes, InferencePools, PodMonitors) applied per namespace.
+
+The pure :func:`llmaz.render.integrations.render_integrations` decides what each namespace needs from
+every served workload in it (Playgrounds, and inference Services no Playground controls); this module
+observes what exists, applies what is missing or different with server-side apply, and deletes what
+:func:`~llmaz.render.integrations.stale_objects` lists. Objects of one workload carry a controller
+owner reference to it; the shared ``AIGatewayRoute`` carries a non-controller owner reference to
+every workload with a rule in it, so the garbage collector removes it with the last one.
+
+Reconciles run per namespace, coalesced: events of workloads and OpenModels mark a namespace dirty
+and one task drains the dirty set. A kind whose CRD is not installed is skipped (one warning per
+process, re-checked at each resync). A workload whose annotations are invalid is left out and gets a
+Warning Event (once per distinct message); nothing is written when nothing changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from llmaz.api import OpenModel, Playground, Service
+from llmaz.api.conventions import DEFAULT_BACKEND, MANAGED_BY, MANAGER
+from llmaz.operator.diff import contains
+from llmaz.operator.engine import _event, owner_reference
+from llmaz.operator.kube import KubeError, ObjectKey, resource_path
+from llmaz.operator.runtime import Indexes, Runtime, Snapshot, controller_uid, uid_of
+from llmaz.render import RenderError
+from llmaz.render.integrations import MANAGED_KINDS, IntegrationObjects, render_integrations, stale_objects
+from llmaz.render.workload import Workload
+
+__all__ = ["IntegrationState", "reconcile_namespace", "workloads_of"]
+
+log = logging.getLogger("llmaz.operator.integrations")
+
+COALESCE_SECONDS = 0.2
+"""Events arriving within this window are handled by one namespace reconcile."""
+
+
+@dataclass
+class IntegrationState:
+    """What the integration reconcile keeps between runs (in kopf's memo)."""
+
+    dirty: set[str] = field(default_factory=set)
+    """Namespaces waiting for a reconcile."""
+    runner: asyncio.Task[Any] | None = None
+    missing: set[tuple[str, str]] = field(default_factory=set)
+    """Kinds whose CRD was not found (warned once; re-checked at each resync)."""
+    warned: set[tuple[str, str]] = field(default_factory=set)
+    reported: dict[str, str] = field(default_factory=dict)
+    """Workload uid -> the error message last posted as an Event (posted again only when it changes)."""
+    seen: dict[str, Any] = field(default_factory=dict)
+    """Workload uid -> what the integrations read of it when last seen (see :meth:`relevant`)."""
+
+    def relevant(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Whether a workload event can change integration objects: a deletion, the initial
+        listing, or a change of its spec, annotations or owners (status updates are not)."""
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type == "DELETED":
+            self.seen.pop(uid, None)
+            self.reported.pop(uid, None)
+            return True
+        fingerprint = (
+            meta.get("generation"),
+            dict(meta.get("annotations") or {}),
+            list(meta.get("ownerReferences") or []),
+            bool(meta.get("deletionTimestamp")),
+        )
+        if event_type is not None and self.seen.get(uid) == fingerprint:
+            return False
+        self.seen[uid] = fingerprint
+        return True
+
+
+# ------------------------------------------------------------------------------ workloads
+
+
+def _main_model(spec: Playground | Service) -> str | None:
+    if isinstance(spec, Playground) and spec.spec.model_claim is not None:
+        return spec.spec.model_claim.model_name
+    claims = spec.spec.model_claims
+    return claims.models[0].name if claims is not None and claims.models else None
+
+
+def _parse(kind: type[Playground] | type[Service], snap: Snapshot) -> Playground | Service | None:
+    try:
+        return kind.model_validate({k: v for k, v in snap.items() if k != "status"})
+    except ValidationError:
+        return None  # an invalid object is reported by the workload reconcile
+
+
+def workloads_of(
+    rt: Runtime, idx: Indexes, namespace: str
+) -> tuple[list[tuple[Snapshot, Workload]], list[tuple[Snapshot, RenderError]]]:
+    """Served workloads of ``namespace`` with their snapshots, and those whose annotations are invalid.
+
+    A Playground's own inference Service is not a workload of its own (the Playground is); a
+    workload whose model does not exist (yet) is left out until the model appears.
+    """
+    models: dict[str, OpenModel] = {}
+    for snap in idx.models():
+        try:
+            om = OpenModel.model_validate({k: v for k, v in snap.items() if k != "status"})
+        except ValidationError:
+            continue
+        models[om.name] = om
+    candidates: list[tuple[Snapshot, Playground | Service]] = []
+    for snap in idx.playgrounds():
+        parsed = _parse(Playground, snap)
+        if parsed is not None:
+            candidates.append((snap, parsed))
+    for snap in idx.services():
+        refs = (snap.get("metadata") or {}).get("ownerReferences") or []
+        if any(r.get("controller") and r.get("kind") == "Playground" for r in refs):
+            continue
+        parsed = _parse(Service, snap)
+        if parsed is not None:
+            candidates.append((snap, parsed))
+    good: list[tuple[Snapshot, Workload]] = []
+    bad: list[tuple[Snapshot, RenderError]] = []
+    for snap, owner in candidates:
+        meta = snap.get("metadata") or {}
+        if (meta.get("namespace") or "") != namespace or meta.get("deletionTimestamp"):
+            continue
+        model = models.get(_main_model(owner) or "")
+        if model is None:
+            continue
+        backend = None
+        if isinstance(owner, Playground):
+            brc = owner.spec.backend_runtime_config
+            backend = rt.plugins.get_backend((brc.backend_name if brc else None) or DEFAULT_BACKEND)
+        w = Workload.of(owner, model, backend=backend)
+        try:
+            w.disabled()
+        except RenderError as err:
+            bad.append((snap, err))
+            continue
+        good.append((snap, w))
+    return good, bad
+
+
+# ------------------------------------------------------------------------------ API calls
+
+
+def _list(
+    rt: Runtime, state: IntegrationState, api_version: str, kind: str, namespace: str
+) -> list[Snapshot]:
+    """Our objects of one kind in ``namespace``; ``[]`` (and the kind remembered as missing) when
+    its CRD is not installed."""
+    if (api_version, kind) in state.missing:
+        return []
+    try:
+        answer = rt.kube.request(
+            "GET",
+            resource_path(api_version, kind, namespace),
+            query={"labelSelector": f"{MANAGED_BY}={MANAGER}"},
+        )
+    except KubeError as err:
+        if err.status != 404:
+            raise
+        state.missing.add((api_version, kind))
+        if (api_version, kind) not in state.warned:
+            state.warned.add((api_version, kind))
+            log.warning(
+                "%s (%s) is not installed: integration objects of this kind are skipped", kind, api_version
+            )
+        return []
+    items: list[Snapshot] = []
+    for item in (answer or {}).get("items") or []:
+        item.setdefault("apiVersion", api_version)
+        item.setdefault("kind", kind)
+        items.append(item)
+    return items
+
+
+def _shared_reference(owner: Snapshot) -> dict[str, Any]:
+    ref = owner_reference(owner)
+    ref["controller"] = False
+    ref["blockOwnerDeletion"] = False
+    return ref
+
+
+def _with_owners(obj: Mapping[str, Any], refs: list[dict[str, Any]]) -> dict[str, Any]:
+    desired = dict(obj)
+    meta = dict(desired.get("metadata") or {})
+    meta["ownerReferences"] = refs
+    desired["metadata"] = meta
+    return desired
+
+
+def _desired(result: IntegrationObjects, owners: Mapping[tuple[str, str], Snapshot]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for key in sorted(result.owned):
+        ref = owner_reference(owners[key])
+        out += [_with_owners(obj, [ref]) for obj in result.owned[key]]
+    for route, names in zip(result.shared, result.shared_owners, strict=True):
+        ns = str((route.get("metadata") or {}).get("namespace") or "")
+        refs = [_shared_reference(owners[(ns, n)]) for n in sorted(names)]
+        out.append(_with_owners(route, refs))
+    return out
+
+
+async def _report(rt: Runtime, state: IntegrationState, owner: Snapshot, err: RenderError) -> None:
+    """One Warning Event on the workload per distinct error."""
+    uid = uid_of(owner)
+    message = str(err)
+    if state.reported.get(uid) == message:
+        return
+    log.warning("integrations of %s %s: %s", owner.get("kind"), owner["metadata"]["name"], message)
+    try:
+        await asyncio.to_thread(
+            rt.kube.post_event, _event(rt, owner, err.condition_reason, message, warning=True)
+        )
+    except KubeError as exc:
+        log.warning("could not post Event for %s: %s", owner["metadata"]["name"], exc)
+        return
+    state.reported[uid] = message
+
+
+async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes, namespace: str) -> None:
+    """Make the integration objects of ``namespace`` what the workloads and the settings ask for."""
+    good, bad = workloads_of(rt, idx, namespace)
+    for snap, err in bad:
+        await _report(rt, state, snap, err)
+    bad_uids = {uid_of(s) for s, _ in bad}
+    for snap, _ in good:
+        uid = uid_of(snap)
+        if uid not in bad_uids:
+            state.reported.pop(uid, None)
+    try:
+        result = render_integrations([w for _, w in good], **rt.config.integrations.render_options())
+    except RenderError as err:
+        # TooManyModels or a bad InferenceModel annotation: report it and keep what exists
+        for snap, _ in good:
+            await _report(rt, state, snap, err)
+        return
+    owners = {(w.namespace, w.name): snap for snap, w in good}
+    desired = [o for o in _desired(result, owners) if (o["apiVersion"], o["kind"]) not in state.missing]
+    observed: list[Snapshot] = []
+    for api_version, kind in MANAGED_KINDS:
+        observed += await asyncio.to_thread(_list, rt, state, api_version, kind, namespace)
+    live = {ObjectKey.of(o): o for o in observed}
+    for obj in desired:
+        key = ObjectKey.of(obj)
+        if (key.api_version, key.kind) in state.missing:
+            continue
+        current = live.get(key)
+        if current is not None and contains(current, obj):
+            continue
+        if current is not None and key.kind != "AIGatewayRoute":
+            foreign = controller_uid(current)
+            mine = obj["metadata"]["ownerReferences"][0]["uid"]
+            if foreign not in (None, mine):
+                log.warning("%s %s/%s belongs to another object; left alone", key.kind, namespace, key.name)
+                continue
+        try:
+            await asyncio.to_thread(rt.kube.apply, obj)
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            state.missing.add((key.api_version, key.kind))  # CRD removed since the list
+            continue
+        log.info("applied %s %s/%s", key.kind, namespace, key.name)
+    for stale in stale_objects(observed, result):
+        key = ObjectKey(*stale)
+        await asyncio.to_thread(rt.kube.delete, key, uid_of(live[key]))
+        log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
+
+
+# ------------------------------------------------------------------------------ scheduling
+
+
+def namespaces_of(idx: Indexes) -> set[str]:
+    """Every namespace holding a Playground or inference Service."""
+    return {
+        str((s.get("metadata") or {}).get("namespace") or "") for s in [*idx.playgrounds(), *idx.services()]
+    }
+
+
+def mark(rt: Runtime, state: IntegrationState, *namespaces: str) -> None:
+    """Queue namespace reconciles; one background task drains the queue (coalescing bursts)."""
+    state.dirty.update(n for n in namespaces if n)
+    if state.runner is None or state.runner.done():
+        state.runner = asyncio.ensure_future(_drain(rt, state))
+        rt.tasks.add(state.runner)
+        state.runner.add_done_callback(rt.tasks.discard)
+
+
+async def _drain(rt: Runtime, state: IntegrationState) -> None:
+    failures = 0
+    while state.dirty:
+        await asyncio.sleep(COALESCE_SECONDS)
+        namespace = sorted(state.dirty)[0]
+        state.dirty.discard(namespace)
+        idx = rt.indexes
+        if idx is None:
+            continue
+        try:
+            await reconcile_namespace(rt, state, idx, namespace)
+        except (KubeError, OSError) as err:
+            failures += 1
+            delay = min(60.0, 2.0**failures)
+            log.warning("integrations of namespace %s failed (retry in %.0fs): %s", namespace, delay, err)
+            state.dirty.add(namespace)
+            await asyncio.sleep(delay)
+        else:
+            failures = 0
+
+
+async def resync(rt: Runtime, state: IntegrationState) -> None:
+    """Every ``resyncSeconds``: forget which CRDs were missing and reconcile every namespace."""
+    while True:
+        await asyncio.sleep(rt.config.resync_seconds)
+        state.missing.clear()
+        idx = rt.indexes
+        if idx is not None:
+            mark(rt, state, *namespaces_of(idx))

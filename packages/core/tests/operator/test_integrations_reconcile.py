@@ -1,0 +1,133 @@
+"""The pure parts of the operator's integration reconcile: which workloads a namespace serves,
+the owner references of what it applies, and which events can change anything. (Applying and
+pruning on a real API server: ``e2e/test_integrations_operator.py``.)"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import pytest
+
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.integrations import IntegrationState, _desired, workloads_of
+from llmaz.operator.metrics import Metrics
+from llmaz.operator.runtime import IDX_MODELS, IDX_PLAYGROUNDS, IDX_SERVICES, Indexes, Runtime
+from llmaz.plugins.manager import PluginManager
+from llmaz.render.integrations import render_integrations
+from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
+
+NS = "llm"
+
+
+def model(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": {"familyName": "qwen2", "source": {"modelHub": {"modelID": f"Qwen/{name}"}}},
+    }
+
+
+def playground(name: str, model_name: str, **annotations: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-{name}", "generation": 1}
+    if annotations:
+        meta["annotations"] = annotations
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Playground",
+        "metadata": meta,
+        "spec": {"replicas": 1, "modelClaim": {"modelName": model_name}},
+    }
+
+
+def service(name: str, model_name: str, owner: str | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "namespace": NS, "uid": f"uid-svc-{name}"}
+    if owner:
+        meta["ownerReferences"] = [
+            {"apiVersion": "inference.llmaz.io/v1alpha1", "kind": "Playground", "name": owner,
+             "uid": f"uid-{owner}", "controller": True}
+        ]  # fmt: skip
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": {
+            "modelClaims": {"models": [{"name": model_name}]},
+            "workloadTemplate": {
+                "workerTemplate": {"spec": {"containers": [{"name": "model-runner", "image": "x"}]}}
+            },
+        },
+    }
+
+
+@pytest.fixture(scope="module")
+def rt() -> Runtime:
+    plugins = PluginManager.from_environment(environ={})
+    return Runtime(OperatorConfig(), plugins, cast(Any, None), Metrics(), "test")
+
+
+def indexes(models: list[dict[str, Any]], pgs: list[dict[str, Any]], svcs: list[dict[str, Any]]) -> Indexes:
+    return Indexes(
+        {
+            IDX_MODELS: {m["metadata"]["name"]: [m] for m in models},
+            IDX_PLAYGROUNDS: {(NS, p["metadata"]["name"]): [p] for p in pgs},
+            IDX_SERVICES: {(NS, s["metadata"]["name"]): [s] for s in svcs},
+        }
+    )
+
+
+def test_a_namespace_serves_its_playgrounds_and_standalone_services_whose_model_exists(rt: Runtime) -> None:
+    idx = indexes(
+        [model("qwen")],
+        [playground("chat", "qwen"), playground("early", "not-yet")],
+        [service("chat", "qwen", owner="chat"), service("raw", "qwen")],
+    )
+    good, bad = workloads_of(rt, idx, NS)
+    assert sorted((w.kind, w.name) for _, w in good) == [("Playground", "chat"), ("Service", "raw")]
+    assert bad == []
+    chat = next(w for _, w in good if w.name == "chat")
+    assert chat.backend is not None
+    assert chat.backend.name == "vllm"
+    assert workloads_of(rt, idx, "other-namespace") == ([], [])
+
+
+def test_a_bad_annotation_leaves_the_workload_out_and_names_the_value(rt: Runtime) -> None:
+    idx = indexes(
+        [model("qwen")],
+        [playground("ok", "qwen"), playground("odd", "qwen", **{ANNOTATION_DISABLE_INTEGRATIONS: "gw"})],
+        [],
+    )
+    good, bad = workloads_of(rt, idx, NS)
+    assert [w.name for _, w in good] == ["ok"]
+    ((snap, err),) = bad
+    assert snap["metadata"]["name"] == "odd"
+    assert err.condition_reason == "InvalidAnnotation"
+    assert "'gw'" in str(err)
+    assert ANNOTATION_DISABLE_INTEGRATIONS in str(err)
+
+
+def test_owned_objects_are_controlled_and_the_shared_route_is_owned_by_every_workload(rt: Runtime) -> None:
+    idx = indexes([model("qwen"), model("llama")], [playground("a", "qwen"), playground("b", "llama")], [])
+    good, _ = workloads_of(rt, idx, NS)
+    options = {**rt.config.integrations.render_options(), "ai_gateway": True}
+    result = render_integrations([w for _, w in good], **options)
+    desired = _desired(result, {(w.namespace, w.name): snap for snap, w in good})
+    route = next(o for o in desired if o["kind"] == "AIGatewayRoute")
+    refs = route["metadata"]["ownerReferences"]
+    assert [(r["name"], r["controller"]) for r in refs] == [("a", False), ("b", False)]
+    for obj in desired:
+        if obj["kind"] != "AIGatewayRoute":
+            (ref,) = obj["metadata"]["ownerReferences"]
+            assert ref["controller"] is True
+            assert obj["metadata"]["name"] == f"{ref['name']}-lb"
+
+
+def test_only_spec_annotation_owner_or_deletion_changes_trigger_a_pass() -> None:
+    state = IntegrationState()
+    pg = playground("chat", "qwen")
+    assert state.relevant(None, pg)  # initial listing
+    assert not state.relevant("MODIFIED", {**pg, "status": {"replicas": 1}})
+    annotated = playground("chat", "qwen", **{ANNOTATION_DISABLE_INTEGRATIONS: "all"})
+    assert state.relevant("MODIFIED", annotated)
+    assert not state.relevant("MODIFIED", annotated)
+    assert state.relevant("DELETED", annotated)
