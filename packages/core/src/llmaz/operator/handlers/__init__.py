@@ -12,6 +12,7 @@ from llmaz.operator.handlers import (
     lifecycle,
     openmodel,
     playground,
+    pods,
     service,
     webhooks,
 )
@@ -21,7 +22,7 @@ __all__ = ["build_registry"]
 
 def build_registry(*, webhooks_enabled: bool = False) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    for module in (lifecycle, openmodel, backendruntime, playground, service, children):
+    for module in (lifecycle, openmodel, backendruntime, playground, service, children, pods):
         module.register(registry)
     if webhooks_enabled:
         webhooks.register(registry)
