@@ -158,7 +158,8 @@ def test_operator_falls_back_reports_and_recovers(
     assert serving_pod(cp, namespace, "fb-one")["spec"]["nodeName"] in POOLS["l4"].node_names()
     moves = [e for e in events(cp, namespace, "fb-one") if e[0] == FLAVOR_FALLBACK]
     assert len(moves) == 1, events(cp, namespace, "fb-one")
-    assert "'a100x8'" in moves[0][2] and "moving to flavor 'l4'" in moves[0][2]
+    assert "'a100x8'" in moves[0][2]
+    assert "moving to flavor 'l4'" in moves[0][2]
     assert any(e[0] == "Unschedulable" and e[1] == "Warning" for e in events(cp, namespace, "fb-one"))
 
     # Both pools full: a second Playground tries both flavors and says none fits.
