@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.parse
 from collections.abc import Iterator
 from typing import Any
 
@@ -253,3 +254,24 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     assert "CUDA OOM" in condition(get(cp, "pl/crash", namespace), "Available")["message"]
     warnings = [e for e in events(cp, namespace, "crash") if e[1] == "Warning"]
     assert [e[0] for e in warnings] == ["CrashLoopBackOff"], events(cp, namespace, "crash")
+
+    # The operator never read all pods: every list and watch of pods carried llmaz's label selector.
+    uris = pod_reads(cp, operator.user)
+    assert uris, "the operator listed no pods"
+    unfiltered = [u for u in uris if "labelSelector=llmaz.io/model-name," not in urllib.parse.unquote(u)]
+    assert not unfiltered, unfiltered
+
+
+def pod_reads(cp: ControlPlane, user: str) -> list[str]:
+    """Request URIs of every list/watch of pods ``user`` made (from the API server's audit log)."""
+    out = []
+    with cp.audit_log.open() as log:
+        for line in log:
+            entry = json.loads(line)
+            if entry.get("verb") not in ("list", "watch"):
+                continue
+            if (entry.get("user") or {}).get("username") != user:
+                continue
+            if (entry.get("objectRef") or {}).get("resource") == "pods":
+                out.append(str(entry.get("requestURI", "")))
+    return out
