@@ -428,7 +428,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
                 "qwen-g",
                 backendRuntimeConfig={"backendName": bad["metadata"]["name"]},
             ),
-            playground("pending", namespace, "qwen-huge"),
+            playground("huge", namespace, "qwen-huge"),
             isvc,
         ]
     )
@@ -438,7 +438,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
         "nobackend": "BackendRuntimeNotFound",
         "noconfig": "ConfigNotFound",
         "badtemplate": "InvalidTemplate",
-        "pending": "Pending",
+        "huge": "Unschedulable",  # 64 GPUs per pod: the pod diagnosis quotes the scheduler
     }
 
     def table_rows() -> dict[str, str]:
