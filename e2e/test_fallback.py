@@ -34,6 +34,7 @@ from operator_helpers import (
     wait_until,
 )
 
+from llmaz.render.dra import claim_template_name
 from llmaz.render.fallback import ANNOTATION_FALLBACK_SECONDS, FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
 from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane
 
@@ -275,3 +276,35 @@ def pod_reads(cp: ControlPlane, user: str) -> list[str]:
             if (entry.get("objectRef") or {}).get("resource") == "pods":
                 out.append(str(entry.get("requestURI", "")))
     return out
+
+
+def dra_flavor(name: str, gpus: int, product: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "limits": {"nvidia.com/gpu": gpus},
+        "params": {
+            "DEVICE-CLASS": "gpu.example.com",
+            "DEVICE-SELECTOR": f'device.attributes["gpu.example.com"].productName == "{product}"',
+        },
+    }
+
+
+def test_dra_claim_template_is_owned_and_pruned(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """DRA mode through the operator: the ResourceClaimTemplate (one subrequest per flavor, with
+    different device counts, so the vllm plugin's start wrapper is needed) is applied with an owner
+    reference to the inference Service, and deleted when the model leaves DRA mode. No DRA driver
+    runs, so the pods stay Pending; test_dra.py covers allocation by the scheduler."""
+    cp, log = control_plane, operator.log
+    cp.apply([model("dra-qwen", [dra_flavor("a100", 1, "A100"), dra_flavor("l4x2", 2, "L4")])])
+    cp.apply([playground("dra", namespace, "dra-qwen")])
+    template_ref = f"resourceclaimtemplate/{claim_template_name('dra')}"
+    template = wait_until(lambda: get(cp, template_ref, namespace), "claim template", 60, log)
+    (owner,) = template["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Service", "dra", True)
+    subs = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+    assert [(s["name"], s["count"]) for s in subs] == [("a100", 1), ("l4x2", 2)]
+    # Leaving DRA mode: the flavors become plain GPU limits, and the template goes away.
+    cp.apply([model("dra-qwen", [L4])])
+    wait_until(lambda: get(cp, template_ref, namespace) is None, "claim template pruned", 60, log)
