@@ -154,3 +154,26 @@ def test_diagnosis_decides_available_and_flavor_is_part_of_status() -> None:
     )
     assert status_changed(status, compute_status("Playground", moved, status, T0))
     assert not status_changed(status, compute_status("Playground", seen, status, T0))
+
+
+def test_pods_of_the_previous_flavor_do_not_count_against_the_new_one() -> None:
+    moved_at = T0 + timedelta(seconds=61)
+    status = {"flavor": {"selected": "l4", "tried": ["a100x8"], "selectedAt": "2026-01-01T00:01:01Z"}}
+    old_pod = unschedulable(T0)
+    old_pod["metadata"]["creationTimestamp"] = "2026-01-01T00:00:00Z"
+    later = moved_at + timedelta(minutes=10)
+    stay = choose_flavor(CONFIG, pg(), models(A100, L4), status, pods=[old_pod], now=later)
+    assert stay is not None
+    assert stay.decision.action is Action.STAY  # the a100x8 pod LWS has not replaced yet
+    new_pod = unschedulable(moved_at)
+    new_pod["metadata"]["creationTimestamp"] = "2026-01-01T00:01:01Z"
+    gone = choose_flavor(CONFIG, pg(), models(A100, L4), status, pods=[old_pod, new_pod], now=later)
+    assert gone is not None
+    assert gone.decision.action is Action.EXHAUSTED
+
+
+def test_first_flavor_counts_from_the_playground_creation() -> None:
+    created = "2025-12-31T23:59:00Z"
+    choice = choose_flavor(CONFIG, pg(), models(A100, L4), None, pods=[], now=T0, created=created)
+    assert choice is not None
+    assert choice.status["selectedAt"] == created

@@ -230,7 +230,15 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
         pg = Playground.model_validate({k: v for k, v in snap.items() if k != "status"})
         models = _models(idx)
         try:
-            choice = choose_flavor(rt.config, pg, models, snap.get("status"), pods=pods, now=now)
+            choice = choose_flavor(
+                rt.config,
+                pg,
+                models,
+                snap.get("status"),
+                pods=pods,
+                now=now,
+                created=meta.get("creationTimestamp"),
+            )
             result = plan(
                 pg,
                 models,

@@ -50,9 +50,15 @@ def choose_flavor(
     *,
     pods: Sequence[Mapping[str, Any]],
     now: dt.datetime,
+    created: str | None = None,
 ) -> FlavorChoice | None:
     """The flavor decision for ``playground``, or ``None`` when fallback does not apply: fewer than
     two claimed flavors, or DRA mode (the scheduler picks among the flavors itself).
+
+    Only pods created since the current flavor was selected are held against it: pods of the
+    previous flavor that the LeaderWorkerSet has not replaced yet do not count (a flavor chosen at
+    the first look counts from ``created``, the Playground's ``creationTimestamp``). Any Ready pod,
+    of whatever flavor, keeps the flavor where it is.
 
     :raises RenderError: a claimed model is missing, or the fallback annotation is invalid.
     """
@@ -63,25 +69,39 @@ def choose_flavor(
     seconds = fallback_seconds(playground.metadata.annotations, config.flavor_fallback.unschedulable_seconds)
     old: Mapping[str, Any] = (status or {}).get("flavor") or {}
     current = old.get("selected")
-    found = diagnose(
-        pods, desired_replicas=max(1, int(playground.spec.replicas or 0)), flavor=current, now=now
-    )
+    selected_since = parse_time(old.get("selectedAt"))
+    desired = max(1, int(playground.spec.replicas or 0))
+    everything = diagnose(pods, desired_replicas=desired, flavor=current, now=now)
+    ours = [p for p in pods if _created_since(p, selected_since)]
+    found = diagnose(ours, desired_replicas=desired, flavor=current, now=now)
     decision = decide_fallback(
         claimed=flavors,
         current=str(current) if current else None,
         tried=[str(t) for t in old.get("tried") or []],
         unschedulable_since=found.unschedulable_since,
-        selected_since=parse_time(old.get("selectedAt")),
-        any_ready=found.any_ready,
+        selected_since=selected_since,
+        any_ready=everything.any_ready,
         fallback_seconds=seconds,
         retry_all_seconds=config.flavor_fallback.retry_all_seconds,
         now=now,
     )
     changed = decision.flavor != current
-    selected_at = old.get("selectedAt") if not changed and old.get("selectedAt") else format_time(now)
+    if not changed and old.get("selectedAt"):
+        selected_at = str(old["selectedAt"])
+    elif current is None and created:
+        selected_at = created  # the first flavor is selected since the Playground exists
+    else:
+        selected_at = format_time(now)
     return FlavorChoice(
         decision=decision,
         render_flavor=None if decision.flavor == flavors[0].name else decision.flavor,
         status={"selected": decision.flavor, "tried": list(decision.tried), "selectedAt": selected_at},
         moved=changed and current is not None and decision.action is Action.MOVE,
     )
+
+
+def _created_since(pod: Mapping[str, Any], since: dt.datetime | None) -> bool:
+    if since is None:
+        return True
+    created = parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+    return created is None or created >= since
