@@ -1,33 +1,41 @@
-"""Flavor fallback on the real scheduler: diagnose() + decide_fallback() + a re-render.
+"""Flavor fallback and pod diagnosis done by the REAL operator (``llmaz operator run`` as a local
+process, ServiceAccount bound to exactly the chart's rules) on the real control plane.
 
-The operator's wiring of these pure functions is done separately; here the test itself plays the
-operator's part (stand-in: a loop that lists the pods, calls :func:`diagnose` and
-:func:`decide_fallback`, and re-renders and applies the LeaderWorkerSet on a move). Everything it
-talks to is real: the scheduler marks the pods Unschedulable, the LWS controller rolls them, KWOK
-reports placed pods Ready. Capacity is taken by plain "filler" pods that request the GPUs.
+Everything the operator talks to is real: the scheduler marks pods Unschedulable, the LWS controller
+rolls them when the operator re-renders for another flavor, KWOK reports placed pods Ready.
+Capacity is taken by plain "filler" pods that request the GPUs.
+
+Stand-in: no kubelet runs, so nothing can fail to pull an image, crash or fail to download a model.
+For those reasons the test writes container states to the pods' status subresource the way a
+kubelet reports them (as ``test_diagnosis.py`` does); the operator must notice them through its pod
+watch and show the reason in ``kubectl get pl``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import json
 import time
+import urllib.parse
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
-from llmaz.api import OpenModel, Playground, Service
-from llmaz.plugins.manager import PluginManager
-from llmaz.render import render_playground, render_service
-from llmaz.render.diagnosis import Diagnosis, diagnose
-from llmaz.render.fallback import (
-    ANNOTATION_FALLBACK_SECONDS,
-    NO_FLAVOR_SCHEDULABLE,
-    Action,
-    decide_fallback,
-    fallback_seconds,
+from operator_helpers import (
+    LEASE,
+    SA_NAMESPACE,
+    Operator,
+    condition,
+    get,
+    install_crds,
+    model,
+    playground,
+    reason,
+    running_operator,
+    wait_until,
 )
+
+from llmaz.render.dra import claim_template_name
+from llmaz.render.fallback import ANNOTATION_FALLBACK_SECONDS, FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
 from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane
 
 A100X8 = {
@@ -37,114 +45,34 @@ A100X8 = {
     "params": {"TP": "8"},
 }
 L4 = {"name": "l4", "limits": {"nvidia.com/gpu": 1}, "nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L4"}}
-MODEL = OpenModel.from_manifest(
-    {
-        "apiVersion": "llmaz.io/v1alpha1",
-        "kind": "OpenModel",
-        "metadata": {"name": "fallback-qwen"},
-        "spec": {
-            "familyName": "qwen2",
-            "source": {"modelHub": {"modelID": "Qwen/Qwen2-7B-Instruct"}},
-            "inferenceConfig": {"flavors": [A100X8, L4]},
-        },
-    }
-)
+NOWHERE = {
+    "name": "h200",
+    "limits": {"nvidia.com/gpu": 1},
+    "nodeSelector": {"nvidia.com/gpu.product": "H200"},
+}
 POOLS = {p.name: p for p in DEFAULT_NODE_POOLS}
-RETRY_ALL_SECONDS = 4
+RETRY_ALL_SECONDS = 10
+"""The config minimum: after every flavor failed, the operator starts over this often."""
 
 
 @pytest.fixture(scope="module")
-def plugins() -> PluginManager:
-    return PluginManager.from_environment({})
-
-
-def now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-@dataclass
-class Workload:
-    """What the operator keeps in a Playground's status for fallback (stand-in for it)."""
-
-    name: str
-    namespace: str
-    flavor: str | None = None
-    tried: tuple[str, ...] = ()
-    selected_since: dt.datetime | None = None
-    events: list[str] = field(default_factory=list)
-    condition: tuple[str, str] = ("", "")
-
-
-def playground(w: Workload) -> Playground:
-    return Playground.from_manifest(
-        {
-            "apiVersion": "inference.llmaz.io/v1alpha1",
-            "kind": "Playground",
-            "metadata": {
-                "name": w.name,
-                "namespace": w.namespace,
-                "annotations": {ANNOTATION_FALLBACK_SECONDS: "2"},
-            },
-            "spec": {"replicas": 1, "modelClaim": {"modelName": "fallback-qwen"}},
-        }
-    )
-
-
-def apply_render(cp: ControlPlane, plugins: PluginManager, w: Workload) -> None:
-    backend = plugins.get_backend("vllm")
-    assert backend is not None
-    pg_out = render_playground(
-        playground(w), [MODEL], backend.backend_runtime(), backend=backend, flavor=w.flavor
-    )
-    svc = Service.from_manifest(pg_out.objects[0])
-    cp.apply(render_service(svc, [MODEL], backend=backend).objects)
-
-
-def pods(cp: ControlPlane, w: Workload) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = cp.get_json(
-        "pods", "-n", w.namespace, "-l", f"leaderworkerset.sigs.k8s.io/name={w.name}"
-    )["items"]
-    return items
-
-
-def reconcile(cp: ControlPlane, plugins: PluginManager, w: Workload) -> Diagnosis:
-    """One pass of the operator's fallback logic over the real cluster."""
-    d = diagnose(pods(cp, w), desired_replicas=1, flavor=w.flavor, now=now())
-    decision = decide_fallback(
-        claimed=list(MODEL.spec.inference_config.flavors or []) if MODEL.spec.inference_config else [],
-        current=w.flavor,
-        tried=w.tried,
-        unschedulable_since=d.unschedulable_since,
-        selected_since=w.selected_since,
-        any_ready=d.any_ready,
-        fallback_seconds=fallback_seconds(playground(w).metadata.annotations, 120),
-        retry_all_seconds=RETRY_ALL_SECONDS,
-        now=now(),
-    )
-    if decision.flavor != w.flavor or decision.action is Action.MOVE:
-        if decision.message:
-            w.events.append(decision.message)
-        w.flavor, w.selected_since = decision.flavor, now()
-        apply_render(cp, plugins, w)
-    w.tried = decision.tried
-    if decision.action is Action.EXHAUSTED:
-        w.condition = (NO_FLAVOR_SCHEDULABLE, decision.message)
-    else:
-        w.condition = (str(d.reason), d.message)
-    return d
-
-
-def run_until(cp: ControlPlane, plugins: PluginManager, w: Workload, reason: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        reconcile(cp, plugins, w)
-        if w.condition[0] == reason:
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{w.name}: no {reason} after {timeout}s; last {w.condition}, events {w.events}"
-            )
-        time.sleep(0.5)
+def operator(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    install_crds(control_plane)
+    extra = {
+        "flavorFallback": {"unschedulableSeconds": 120, "retryAllSeconds": RETRY_ALL_SECONDS},
+        "leaderElection": {
+            "enabled": True,
+            "leaseName": f"{LEASE}-fallback",
+            "leaseNamespace": SA_NAMESPACE,
+            "leaseDurationSeconds": 4,
+            "renewDeadlineSeconds": 3,
+            "retryPeriodSeconds": 1,
+        },
+    }
+    workdir = tmp_path_factory.mktemp("operator-fallback")
+    with running_operator(control_plane, workdir, "llmaz-operator-fallback", extra) as op:
+        wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
+        yield op
 
 
 def filler(name: str, pool: str, gpus: int) -> dict[str, Any]:
@@ -166,19 +94,15 @@ def filler(name: str, pool: str, gpus: int) -> dict[str, Any]:
     }
 
 
-def wait_running(cp: ControlPlane, namespace: str, names: list[str]) -> None:
-    def running() -> bool:
-        phases = {
-            p["metadata"]["name"]: p["status"].get("phase")
-            for p in cp.get_json("pods", "-n", namespace, "-l", "e2e=filler")["items"]
-        }
-        return all(phases.get(n) == "Running" for n in names)
+def fill(cp: ControlPlane, namespace: str, pods: list[dict[str, Any]]) -> None:
+    cp.kubectl("create", "-n", namespace, "-f", "-", input=pods)
+    names = {p["metadata"]["name"] for p in pods}
 
-    cp.wait_for(
-        running,
-        f"filler pods {names} Running",
-        timeout=90,
-    )
+    def running() -> bool:
+        items = cp.get_json("pods", "-n", namespace, "-l", "e2e=filler")["items"]
+        return names <= {p["metadata"]["name"] for p in items if p["status"].get("phase") == "Running"}
+
+    cp.wait_for(running, f"filler pods {sorted(names)} Running", timeout=90)
 
 
 @pytest.fixture
@@ -187,7 +111,7 @@ def gpu_namespace(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     yield namespace
     control_plane.kubectl(
         "delete",
-        "leaderworkersets,pods",
+        "playgrounds,leaderworkersets,pods",
         "--all",
         "-n",
         namespace,
@@ -197,42 +121,190 @@ def gpu_namespace(control_plane: ControlPlane, namespace: str) -> Iterator[str]:
     )
 
 
-def test_fallback_moves_to_next_flavor_then_reports_and_recovers(
-    control_plane: ControlPlane, gpu_namespace: str, plugins: PluginManager
+def fallback_playground(name: str, namespace: str) -> dict[str, Any]:
+    pl = playground(name, namespace, "fallback-qwen")
+    pl["metadata"]["annotations"] = {ANNOTATION_FALLBACK_SECONDS: "2"}
+    return pl
+
+
+def serving_pod(cp: ControlPlane, namespace: str, name: str) -> dict[str, Any]:
+    items = cp.get_json("pods", "-n", namespace, "-l", f"leaderworkerset.sigs.k8s.io/name={name}")["items"]
+    (pod,) = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+    return pod
+
+
+def events(cp: ControlPlane, namespace: str, name: str) -> list[tuple[str, str, str]]:
+    items = cp.get_json("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")["items"]
+    return [
+        (e["reason"], e["type"], e["message"]) for e in items if e["involvedObject"]["kind"] == "Playground"
+    ]
+
+
+def get_pl(cp: ControlPlane, namespace: str) -> str:
+    return cp.kubectl("get", "pl", "-n", namespace).stdout
+
+
+def test_operator_falls_back_reports_and_recovers(
+    control_plane: ControlPlane, operator: Operator, gpu_namespace: str
 ) -> None:
-    cp, namespace = control_plane, gpu_namespace
+    cp, namespace, log = control_plane, gpu_namespace, operator.log
+    cp.apply([model("fallback-qwen", [A100X8, L4])])
     a100 = [f"a100-filler-{i}" for i in range(POOLS["a100"].count)]
-    cp.kubectl(
-        "create", "-n", namespace, "-f", "-", input=[filler(n, "a100", POOLS["a100"].gpus) for n in a100]
-    )
-    wait_running(cp, namespace, a100)
+    fill(cp, namespace, [filler(n, "a100", POOLS["a100"].gpus) for n in a100])
 
-    # The 8-GPU pool is full: the Playground moves to the 1-GPU flavor and becomes Available.
-    first = Workload("fb-one", namespace)
-    apply_render(cp, plugins, first)
-    run_until(cp, plugins, first, "Available", timeout=90)
-    assert first.flavor == "l4"
-    assert first.tried == ("a100x8",)
-    assert any("'a100x8'" in e and "moving to flavor 'l4'" in e for e in first.events), first.events
-    (pod,) = [p for p in pods(cp, first) if not p["metadata"].get("deletionTimestamp")]
-    assert pod["spec"]["nodeName"] in POOLS["l4"].node_names()
+    # The 8-GPU pool is full: the operator moves the Playground to the 1-GPU flavor.
+    cp.apply([fallback_playground("fb-one", namespace)])
+    wait_until(lambda: reason(cp, "pl/fb-one", namespace) == "Available", "fb-one Available", 90, log)
+    flavor = (get(cp, "pl/fb-one", namespace) or {})["status"]["flavor"]
+    assert (flavor["selected"], flavor["tried"]) == ("l4", ["a100x8"])
+    assert serving_pod(cp, namespace, "fb-one")["spec"]["nodeName"] in POOLS["l4"].node_names()
+    moves = [e for e in events(cp, namespace, "fb-one") if e[0] == FLAVOR_FALLBACK]
+    assert len(moves) == 1, events(cp, namespace, "fb-one")
+    assert "'a100x8'" in moves[0][2]
+    assert "moving to flavor 'l4'" in moves[0][2]
+    assert any(e[0] == "Unschedulable" and e[1] == "Warning" for e in events(cp, namespace, "fb-one"))
 
-    # Fill the other L4 too: a second Playground tries both flavors and says none fits.
+    # Both pools full: a second Playground tries both flavors and says none fits.
     l4 = [f"l4-filler-{i}" for i in range(POOLS["l4"].count - 1)]
-    cp.kubectl("create", "-n", namespace, "-f", "-", input=[filler(n, "l4", 1) for n in l4])
-    wait_running(cp, namespace, l4)
-    second = Workload("fb-two", namespace)
-    apply_render(cp, plugins, second)
-    run_until(cp, plugins, second, NO_FLAVOR_SCHEDULABLE, timeout=90)
-    assert second.tried == ("a100x8", "l4")
-    assert "tried a100x8, l4" in second.condition[1]
+    fill(cp, namespace, [filler(n, "l4", 1) for n in l4])
+    cp.apply([fallback_playground("fb-two", namespace)])
+    wait_until(
+        lambda: reason(cp, "pl/fb-two", namespace) == NO_FLAVOR_SCHEDULABLE, "fb-two exhausted", 90, log
+    )
+    two = get(cp, "pl/fb-two", namespace) or {}
+    assert two["status"]["flavor"]["tried"] == ["a100x8", "l4"]
+    assert "tried a100x8, l4" in condition(two, "Available")["message"]
+    assert NO_FLAVOR_SCHEDULABLE in get_pl(cp, namespace)
     # The first one, Ready on l4, never moved meanwhile.
-    reconcile(cp, plugins, first)
-    assert (first.flavor, first.condition[0]) == ("l4", "Available")
+    one = get(cp, "pl/fb-one", namespace) or {}
+    assert (one["status"]["flavor"]["selected"], reason(cp, "pl/fb-one", namespace)) == ("l4", "Available")
 
-    # Free the A100s: the slow retry starts again from the first flavor and converges by itself.
+    # Free the A100s: the slow retry starts over from the first flavor and converges by itself.
     cp.kubectl("delete", "pod", "-n", namespace, *a100, "--wait=false")
-    run_until(cp, plugins, second, "Available", timeout=90)
-    assert second.flavor == "a100x8"
-    (pod,) = [p for p in pods(cp, second) if not p["metadata"].get("deletionTimestamp")]
-    assert pod["spec"]["nodeName"] in POOLS["a100"].node_names()
+    wait_until(lambda: reason(cp, "pl/fb-two", namespace) == "Available", "fb-two recovered", 90, log)
+    assert (get(cp, "pl/fb-two", namespace) or {})["status"]["flavor"]["selected"] == "a100x8"
+    assert serving_pod(cp, namespace, "fb-two")["spec"]["nodeName"] in POOLS["a100"].node_names()
+
+
+def kubelet_reports(
+    cp: ControlPlane, namespace: str, pod: str, containers: list[Any], init: list[Any]
+) -> None:
+    """Stand-in for the kubelet: container states written to the pod's status subresource."""
+    t = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    status = {
+        "status": {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
+                {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
+                {"type": "Ready", "status": "False", "lastTransitionTime": t},
+            ],
+            "initContainerStatuses": init,
+            "containerStatuses": containers,
+        }
+    }
+    cp.kubectl(
+        "patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
+
+
+def _cs(name: str, image: str, state: dict[str, Any], last: dict[str, Any] | None = None) -> dict[str, Any]:
+    out = {"name": name, "image": image, "imageID": "", "ready": False, "restartCount": 0, "state": state}
+    if last is not None:
+        out["lastState"] = last
+    return out
+
+
+def test_kubectl_get_pl_shows_why_pods_do_not_serve(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp, log = control_plane, operator.log
+    cp.apply([model("diag-cpu"), model("diag-nowhere", [NOWHERE])])
+    names = ("pull", "crash", "load")
+    cp.apply([playground(n, namespace, "diag-cpu") for n in names])
+    cp.apply([playground("unsched", namespace, "diag-nowhere")])
+    for n in names:
+        wait_until(lambda n=n: reason(cp, f"pl/{n}", namespace) == "Available", f"{n} Available", 90, log)
+    wait_until(lambda: reason(cp, "pl/unsched", namespace) == "Unschedulable", "Unschedulable", 60, log)
+    assert "'h200'" in condition(get(cp, "pl/unsched", namespace), "Available")["message"]
+
+    pod = {n: serving_pod(cp, namespace, n) for n in names}
+    spec = pod["pull"]["spec"]
+    runner = next(c["image"] for c in spec["containers"] if c["name"] == "model-runner")
+    loader = next(c["image"] for c in spec["initContainers"] if c["name"] == "model-loader")
+    loaded = _cs("model-loader", loader, {"terminated": {"exitCode": 0, "reason": "Completed"}})
+    waiting = _cs("model-runner", runner, {"waiting": {"reason": "PodInitializing"}})
+    pull = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{runner}"'}}
+    kubelet_reports(
+        cp, namespace, pod["pull"]["metadata"]["name"], [_cs("model-runner", runner, pull)], [loaded]
+    )
+    oom = {"terminated": {"exitCode": 1, "reason": "Error", "message": "torch.OutOfMemoryError: CUDA OOM"}}
+    crash = _cs("model-runner", runner, {"waiting": {"reason": "CrashLoopBackOff"}}, oom)
+    kubelet_reports(cp, namespace, pod["crash"]["metadata"]["name"], [crash], [loaded])
+    gated = {"terminated": {"exitCode": 1, "reason": "Error", "message": "fetching\n401: repo is gated\n"}}
+    failed = _cs("model-loader", loader, {"waiting": {"reason": "CrashLoopBackOff"}}, gated)
+    kubelet_reports(cp, namespace, pod["load"]["metadata"]["name"], [waiting], [failed])
+
+    expected = {"pull": "ImagePullBackOff", "crash": "CrashLoopBackOff", "load": "ModelLoadFailed"}
+    for n, want in expected.items():
+        wait_until(lambda n=n, w=want: reason(cp, f"pl/{n}", namespace) == w, f"{n} {want}", 30, log)
+    table = get_pl(cp, namespace)
+    for want in [*expected.values(), "Unschedulable"]:
+        assert want in table, table
+    assert "401: repo is gated" in condition(get(cp, "pl/load", namespace), "Available")["message"]
+    assert "CUDA OOM" in condition(get(cp, "pl/crash", namespace), "Available")["message"]
+    warnings = [e for e in events(cp, namespace, "crash") if e[1] == "Warning"]
+    assert [e[0] for e in warnings] == ["CrashLoopBackOff"], events(cp, namespace, "crash")
+
+    # The operator never read all pods: every list and watch of pods carried llmaz's label selector.
+    uris = pod_reads(cp, operator.user)
+    assert uris, "the operator listed no pods"
+    unfiltered = [u for u in uris if "labelSelector=llmaz.io/model-name," not in urllib.parse.unquote(u)]
+    assert not unfiltered, unfiltered
+
+
+def pod_reads(cp: ControlPlane, user: str) -> list[str]:
+    """Request URIs of every list/watch of pods ``user`` made (from the API server's audit log)."""
+    out = []
+    with cp.audit_log.open() as log:
+        for line in log:
+            entry = json.loads(line)
+            if entry.get("verb") not in ("list", "watch"):
+                continue
+            if (entry.get("user") or {}).get("username") != user:
+                continue
+            if (entry.get("objectRef") or {}).get("resource") == "pods":
+                out.append(str(entry.get("requestURI", "")))
+    return out
+
+
+def dra_flavor(name: str, gpus: int, product: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "limits": {"nvidia.com/gpu": gpus},
+        "params": {
+            "DEVICE-CLASS": "gpu.example.com",
+            "DEVICE-SELECTOR": f'device.attributes["gpu.example.com"].productName == "{product}"',
+        },
+    }
+
+
+def test_dra_claim_template_is_owned_and_pruned(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """DRA mode through the operator: the ResourceClaimTemplate (one subrequest per flavor, with
+    different device counts, so the vllm plugin's start wrapper is needed) is applied with an owner
+    reference to the inference Service, and deleted when the model leaves DRA mode. No DRA driver
+    runs, so the pods stay Pending; test_dra.py covers allocation by the scheduler."""
+    cp, log = control_plane, operator.log
+    cp.apply([model("dra-qwen", [dra_flavor("a100", 1, "A100"), dra_flavor("l4x2", 2, "L4")])])
+    cp.apply([playground("dra", namespace, "dra-qwen")])
+    template_ref = f"resourceclaimtemplate/{claim_template_name('dra')}"
+    template = wait_until(lambda: get(cp, template_ref, namespace), "claim template", 60, log)
+    (owner,) = template["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("Service", "dra", True)
+    subs = template["spec"]["spec"]["devices"]["requests"][0]["firstAvailable"]
+    assert [(s["name"], s["count"]) for s in subs] == [("a100", 1), ("l4x2", 2)]
+    # Leaving DRA mode: the flavors become plain GPU limits, and the template goes away.
+    cp.apply([model("dra-qwen", [L4])])
+    wait_until(lambda: get(cp, template_ref, namespace) is None, "claim template pruned", 60, log)

@@ -16,23 +16,27 @@ from typing import Any
 
 import pytest
 import yaml
-from test_integrations import AI_GATEWAY_KINDS, _stand_in_crd
-from test_operator import (
+from operator_helpers import (
     Operator,
     audit_writes,
-    crds,
     get,
+    install_crds,
     model,
     playground,
     running_operator,
     wait_until,
 )
+from test_integrations import AI_GATEWAY_KINDS, _stand_in_crd
 
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
 from llmaz_devkit.cluster import ControlPlane
 from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
 
-__all__ = ["crds"]  # the llmaz CRDs fixture of test_operator
+
+@pytest.fixture(scope="module")
+def crds(control_plane: ControlPlane) -> None:
+    install_crds(control_plane)
+
 
 ROUTE = "aigatewayroute.aigateway.envoyproxy.io/llmaz-llmaz-gateway"
 GATEWAY_RESOURCES = {"backends", "aiservicebackends", "aigatewayroutes"}

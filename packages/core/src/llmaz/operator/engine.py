@@ -18,8 +18,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Service
+from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_AVAILABLE
 from llmaz.operator.diff import contains
+from llmaz.operator.flavors import FlavorChoice, choose_flavor
 from llmaz.operator.kube import KubeError, ObjectKey
 from llmaz.operator.runtime import (
     Indexes,
@@ -32,13 +34,15 @@ from llmaz.operator.runtime import (
 from llmaz.operator.status import (
     REASON_NAME_CONFLICT,
     Observation,
-    available_of,
     compute_status,
     error_reason,
     format_time,
     status_changed,
 )
+from llmaz.plugins.backend import Backend
 from llmaz.render import RenderError, parse_document, plan
+from llmaz.render.diagnosis import Reason, diagnose
+from llmaz.render.fallback import FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE, Action
 from llmaz.render.plan import Plan
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
@@ -46,6 +50,9 @@ log = logging.getLogger("llmaz.operator")
 
 EVENT_SOURCE = "llmaz-operator"
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+RECHECK_MARGIN = 0.5
+"""Seconds added to a fallback recheck, so the deadline has passed when it runs."""
+_DIAGNOSIS_REASONS = frozenset(str(r) for r in Reason)
 
 
 def _digest(obj: Any) -> str:
@@ -153,7 +160,7 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
     uid = uid_of(owner)
     digest = _digest(
         [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in desired.get("conditions") or []]
-        + [desired.get("replicas"), desired.get("selector")]
+        + [desired.get("replicas"), desired.get("selector"), desired.get("flavor")]
     )
     cached = rt.statuses.get(uid)
     if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:
@@ -171,13 +178,14 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
     current = owner.get("status")
     desired = compute_status(owner["kind"], seen, current, rt.clock())
     desired.setdefault("selector", None)
+    desired.setdefault("flavor", None)
     if not await patch_status_once(rt, owner, desired):
         return
     meta = owner["metadata"]
     before, after = _available_condition(current), _available_condition(desired)
     if after is not None and before != after:
         message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
-        warning = seen.blocked is not None
+        warning = seen.blocked is not None or seen.failing
         try:
             await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
         except KubeError as err:  # an Event is best effort
@@ -196,24 +204,53 @@ def _blocked_by_parse(snap: Snapshot) -> tuple[str, str] | None:
     return None
 
 
+async def post_event(rt: Runtime, owner: Snapshot, reason: str, message: str, *, warning: bool) -> None:
+    """Post an Event about ``owner`` (best effort: a failure is logged, not retried)."""
+    try:
+        await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, reason, message, warning))
+    except KubeError as err:
+        log.warning("could not post Event for %s %s: %s", owner["kind"], owner["metadata"]["name"], err)
+
+
+def _desired_replicas(snap: Snapshot) -> int:
+    return int((snap.get("spec") or {}).get("replicas", 1) or 0)
+
+
 async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     meta = snap["metadata"]
     uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
+    now = rt.clock()
     blocked = _blocked_by_parse(snap)
     live = idx.owned(uid)
+    pods = idx.pods(ns, name)
+    desired = _desired_replicas(snap)
+    choice: FlavorChoice | None = None
+    flavor: str | None = None
     if blocked is None:
         pg = Playground.model_validate({k: v for k, v in snap.items() if k != "status"})
+        models = _models(idx)
         try:
+            choice = choose_flavor(
+                rt.config,
+                pg,
+                models,
+                snap.get("status"),
+                pods=pods,
+                now=now,
+                created=meta.get("creationTimestamp"),
+            )
             result = plan(
                 pg,
-                _models(idx),
+                models,
                 _parse_all(BackendRuntime, idx.runtimes()),
                 rt.plugins,
                 plugin_runtimes=False,
+                flavor=choice.render_flavor if choice is not None else None,
             )
         except RenderError as err:
             blocked = (error_reason(err), str(err))
         else:
+            flavor = result.flavor
             same_name = idx.service(ns, name)
             if same_name is not None and controller_uid(same_name) != uid:
                 blocked = (
@@ -223,6 +260,8 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
                 )
             else:
                 await apply_children(rt, snap, result, live)
+                if choice is not None and choice.moved:
+                    await post_event(rt, snap, FLAVOR_FALLBACK, choice.decision.message, warning=False)
     child = next(
         (
             o
@@ -232,22 +271,57 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
         None,
     )
     child_status = (child or {}).get("status") or {}
+    found = diagnose(pods, desired_replicas=desired, flavor=flavor, now=now)
+    workload: tuple[str, str] = (str(found.reason), found.message)
+    failing = found.failing
+    child_blocked = _condition_of(child_status)
+    if child_blocked is not None and child_blocked[0] not in _DIAGNOSIS_REASONS:
+        workload, failing = child_blocked, True  # the Service cannot render: show why
+    if choice is not None and choice.decision.action is Action.EXHAUSTED and not found.available:
+        workload, failing = (NO_FLAVOR_SCHEDULABLE, choice.decision.message), True
     seen = Observation(
         generation=int(meta.get("generation") or 0),
         blocked=blocked,
-        desired=int((snap.get("spec") or {}).get("replicas", 1) or 0),
-        ready=int(child_status.get("replicas") or 0),
-        available=available_of(child_status),
+        desired=desired,
+        ready=found.ready_replicas,
+        available=found.available,
         selector=child_status.get("selector"),
+        workload=workload,
+        failing=failing,
+        flavor=choice.status if choice is not None else None,
     )
     await write_status(rt, snap, seen)
+    _schedule_recheck(rt, snap, choice.decision.recheck_after if choice is not None else None)
+
+
+def _condition_of(status: Mapping[str, Any]) -> tuple[str, str] | None:
+    """``(reason, message)`` of a status's ``Available=False`` condition, if any."""
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == CONDITION_AVAILABLE and cond.get("status") == "False":
+            return str(cond.get("reason")), str(cond.get("message") or "")
+    return None
+
+
+def _service_backend(rt: Runtime, idx: Indexes, snap: Snapshot) -> Backend | None:
+    """The backend plugin serving a Playground's inference Service (``None`` for a standalone one)."""
+    meta = snap["metadata"]
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("controller") and ref.get("kind") == "Playground":
+            owner = idx.playground(meta.get("namespace") or "", str(ref.get("name")))
+            if owner is None:
+                return None
+            config = (owner.get("spec") or {}).get("backendRuntimeConfig") or {}
+            return rt.plugins.get_backend(str(config.get("backendName") or DEFAULT_BACKEND))
+    return None
 
 
 async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     meta = snap["metadata"]
-    uid, name = uid_of(snap), meta["name"]
+    uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
     blocked = _blocked_by_parse(snap)
     live = idx.owned(uid)
+    desired = _desired_replicas(snap)
+    flavor: str | None = None
     if blocked is None:
         svc = Service.model_validate({k: v for k, v in snap.items() if k != "status"})
         try:
@@ -255,22 +329,28 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                 svc,
                 _models(idx),
                 model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
+                backend=_service_backend(rt, idx, snap),
+                dra=rt.config.dra,
             )
         except RenderError as err:
             blocked = (error_reason(err), str(err))
         else:
+            flavor = result.flavor
             await apply_children(rt, snap, result, live)
     lws = next(
         (o for o in live if o.get("kind") == "LeaderWorkerSet" and o["metadata"]["name"] == name), None
     )
     lws_status = (lws or {}).get("status") or {}
+    found = diagnose(idx.pods(ns, name), desired_replicas=desired, flavor=flavor, now=rt.clock())
     seen = Observation(
         generation=int(meta.get("generation") or 0),
         blocked=blocked,
-        desired=int((snap.get("spec") or {}).get("replicas", 1) or 0),
-        ready=int(lws_status.get("readyReplicas") or 0),
-        available=available_of(lws_status),
+        desired=desired,
+        ready=found.ready_replicas,
+        available=found.available,
         selector=lws_status.get("hpaPodSelector"),
+        workload=(str(found.reason), found.message),
+        failing=found.failing,
     )
     await write_status(rt, snap, seen)
 
@@ -315,6 +395,23 @@ def _latest(idx: Indexes, snap: Snapshot) -> Snapshot:
     ):
         return newer
     return snap
+
+
+def _schedule_recheck(rt: Runtime, snap: Snapshot, delay: float | None) -> None:
+    """Reconcile ``snap`` again after ``delay`` seconds (flavor fallback's deadline), replacing an
+    earlier recheck; ``None`` cancels it (only a pod or spec change can change the decision)."""
+    uid = uid_of(snap)
+    old = rt.rechecks.pop(uid, None)
+    if old is not None:
+        old.cancel()
+    if delay is None:
+        return
+    meta = snap["metadata"]
+    kind, ns, name = str(snap.get("kind")), meta.get("namespace") or "", meta["name"]
+    loop = asyncio.get_running_loop()
+    rt.rechecks[uid] = loop.call_later(
+        max(delay, 0.0) + RECHECK_MARGIN, lambda: rt.spawn(reconcile_named(rt, kind, ns, name))
+    )
 
 
 def _schedule_retry(rt: Runtime, snap: Snapshot, err: Exception) -> None:

@@ -33,6 +33,9 @@ IDX_PLAYGROUNDS = "llmaz_playgrounds"
 IDX_PLAYGROUND_REFS = "llmaz_playground_refs"
 IDX_SERVICES = "llmaz_services"
 IDX_SERVICE_REFS = "llmaz_service_refs"
+IDX_PODS = "llmaz_pods"
+"""Serving pods by ``(namespace, LeaderWorkerSet name)``; the LeaderWorkerSet is named after its
+inference Service (and a Playground's Service after the Playground)."""
 IDX_OWNED = "llmaz_owned_"
 """Prefix of the per-kind indexes of children by controller owner uid."""
 CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -40,6 +43,7 @@ CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets"),
     ("v1", "Service", "services"),
     ("autoscaling/v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
 )
 """Kinds the operator creates and watches back: ``(apiVersion, kind, plural)``."""
 
@@ -122,6 +126,10 @@ class Indexes:
     def services(self) -> list[Snapshot]:
         return list(self._all(IDX_SERVICES))
 
+    def pods(self, namespace: str, workload: str) -> list[Snapshot]:
+        """Pods of the LeaderWorkerSet ``workload`` (leaders and workers)."""
+        return self._values(IDX_PODS, (namespace, workload))
+
     def dependents(self, ref: str, name: str) -> list[tuple[str, str, str]]:
         """``(kind, namespace, name)`` of Playgrounds/Services referencing model or backend ``name``
         (``ref`` is ``"model"`` or ``"backend"``)."""
@@ -159,6 +167,8 @@ class Runtime:
     """Owner uid -> (status we wrote, resourceVersion answered)."""
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    """Owner uid -> a reconcile scheduled for when flavor fallback's decision may change."""
     failures: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
@@ -179,9 +189,10 @@ class Runtime:
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
         self.references.pop(uid, None)
-        handle = self.retries.pop(uid, None)
-        if handle is not None:
-            handle.cancel()
+        for timers in (self.retries, self.rechecks):
+            handle = timers.pop(uid, None)
+            if handle is not None:
+                handle.cancel()
 
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference until it ends."""

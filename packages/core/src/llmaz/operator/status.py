@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_PROGRESSING
+from llmaz.render.diagnosis import Reason
 from llmaz.render.errors import RenderError
 
 __all__ = [
@@ -61,6 +62,12 @@ class Observation:
     :param ready: ready replicas of the workload (a child's status).
     :param available: whether the workload reports itself available.
     :param selector: label selector of the serving pods (scale subresource).
+    :param workload: ``(reason, message)`` of the pods' diagnosis
+        (:func:`llmaz.render.diagnosis.diagnose`) or of flavor fallback (``NoFlavorSchedulable``);
+        when set it decides ``Available`` instead of ``ready``/``available``.
+    :param failing: the workload reason needs action (a Warning Event; ``Progressing=False`` unless
+        the reason is ``Unschedulable``, which flavor fallback may still resolve).
+    :param flavor: ``status.flavor`` to record (``selected``, ``tried``, ``selectedAt``), if any.
     """
 
     generation: int
@@ -69,6 +76,9 @@ class Observation:
     ready: int = 0
     available: bool = False
     selector: str | None = None
+    workload: tuple[str, str] | None = None
+    failing: bool = False
+    flavor: Mapping[str, Any] | None = None
 
 
 def format_time(now: datetime) -> str:
@@ -115,6 +125,17 @@ def compute_status(
         reason, message = seen.blocked
         progressing = _condition(old, CONDITION_PROGRESSING, False, reason, message, gen, now)
         available = _condition(old, CONDITION_AVAILABLE, False, reason, message, gen, now)
+    elif seen.workload is not None:
+        reason, message = seen.workload
+        if reason == REASON_AVAILABLE:
+            progressing = _condition(
+                old, CONDITION_PROGRESSING, False, REASON_AVAILABLE, f"{kind} rolled out; {message}", gen, now
+            )
+            available = _condition(old, CONDITION_AVAILABLE, True, REASON_AVAILABLE, message, gen, now)
+        else:
+            moving = not seen.failing or reason == Reason.UNSCHEDULABLE
+            progressing = _condition(old, CONDITION_PROGRESSING, moving, reason, message, gen, now)
+            available = _condition(old, CONDITION_AVAILABLE, False, reason, message, gen, now)
     elif seen.available and seen.ready >= seen.desired:
         message = f"{seen.ready}/{seen.desired} replicas ready"
         progressing = _condition(
@@ -128,6 +149,8 @@ def compute_status(
     status: dict[str, Any] = {"conditions": [progressing, available], "replicas": seen.ready}
     if seen.selector:
         status["selector"] = seen.selector
+    if seen.flavor is not None:
+        status["flavor"] = dict(seen.flavor)
     return status
 
 
@@ -147,7 +170,7 @@ def _comparable(status: Mapping[str, Any] | None) -> Any:
         ),
         key=lambda c: str(c[0]),
     )
-    return (conds, status.get("replicas", 0), status.get("selector"))
+    return (conds, status.get("replicas", 0), status.get("selector"), status.get("flavor"))
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:

@@ -13,6 +13,7 @@ from llmaz.operator.handlers import (
     lifecycle,
     openmodel,
     playground,
+    pods,
     service,
     webhooks,
 )
@@ -22,7 +23,7 @@ __all__ = ["build_registry"]
 
 def build_registry(*, webhooks_enabled: bool = False) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
-    for module in (lifecycle, openmodel, backendruntime, playground, service, children, integrations):
+    for module in (lifecycle, openmodel, backendruntime, playground, service, children, pods, integrations):
         module.register(registry)
     if webhooks_enabled:
         webhooks.register(registry)

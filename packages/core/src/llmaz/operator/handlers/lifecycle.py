@@ -12,6 +12,7 @@ import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes
 from llmaz.operator.engine import reconcile_many
+from llmaz.operator.handlers import pods
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
 
@@ -28,6 +29,8 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
+    # pods: only serving pods of llmaz workloads, filtered by the API server (never all pods)
+    settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
     hook = rt.config.webhook
     if hook.enabled:
         # TLS from files; kopf re-reads them when they change. Configurations come from the chart.
@@ -76,7 +79,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         rt: Runtime = memo[MEMO_KEY]
-        for handle in rt.retries.values():
+        for handle in [*rt.retries.values(), *rt.rechecks.values()]:
             handle.cancel()
         for task in list(rt.tasks):
             task.cancel()

@@ -1,0 +1,60 @@
+"""Serving pods: indexed by their LeaderWorkerSet, so a reconcile can diagnose why a model is not
+serving (:func:`llmaz.render.diagnosis.diagnose`). Only pods carrying llmaz's model label and the
+LeaderWorkerSet name label are watched: the selector is sent to the API server
+(:func:`llmaz.operator.handlers.lifecycle.configure`), so other pods never reach the operator.
+
+A pod change reconciles the inference Service named after its LeaderWorkerSet and the Playground
+of that name, if any; reconciles that find nothing new write nothing."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kopf
+
+from llmaz.api.conventions import LABEL_MODEL_NAME
+from llmaz.operator.engine import reconcile_named
+from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.runtime import IDX_PODS
+from llmaz.render.objects import LWS_NAME_LABEL
+
+GROUP_VERSION, PLURAL = "v1", "pods"
+SELECTOR = f"{LABEL_MODEL_NAME},{LWS_NAME_LABEL}"
+"""Label selector of the pod watch: pods of llmaz workloads only."""
+_LABELS = {LABEL_MODEL_NAME: kopf.PRESENT, LWS_NAME_LABEL: kopf.PRESENT}
+
+
+def pod_snapshot(body: kopf.Body) -> dict[str, Any]:
+    """What diagnosis reads of a pod: metadata, container names and images, status."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    return {
+        "metadata": {
+            k: meta[k]
+            for k in ("name", "namespace", "labels", "annotations", "creationTimestamp", "deletionTimestamp")
+            if k in meta
+        },
+        "spec": {
+            part: [{"name": c.get("name"), "image": c.get("image")} for c in spec.get(part) or []]
+            for part in ("initContainers", "containers")
+        },
+        "status": copy.deepcopy(dict(body.get("status") or {})),
+    }
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    @kopf.index(GROUP_VERSION, PLURAL, id=IDX_PODS, labels=_LABELS, registry=registry)
+    def by_workload(body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+        return {(namespace or "", labels[LWS_NAME_LABEL]): pod_snapshot(body)}
+
+    @kopf.on.event(GROUP_VERSION, PLURAL, id="llmaz-pods", labels=_LABELS, registry=registry)
+    async def pod_event(
+        event: kopf.RawEvent, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
+    ) -> None:
+        if event_type(event) is None:
+            return  # initial listing: the owners' own listing reconciles them
+        rt = runtime(memo, kw)
+        ns, workload = namespace or "", str(labels[LWS_NAME_LABEL])
+        await reconcile_named(rt, "Service", ns, workload)
+        await reconcile_named(rt, "Playground", ns, workload)
