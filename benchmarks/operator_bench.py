@@ -44,8 +44,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import urllib3
 import yaml
-from kubernetes import client, config
 
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, NodePool, free_port
@@ -63,6 +63,43 @@ GO_LLMAZ = {  # issue 15, measured by a previous session on this kind of machine
     500: {"children": 161.0, "bulk": 26.0, "rss_mb": 95},
     1000: {"children": 358.0, "bulk": 100.0, "rss_mb": 131},
 }
+
+
+# ----------------------------------------------------------------------------- HTTP
+
+
+class Http:
+    """A plain HTTPS client for the API server as the cluster admin (client certificate), pooled."""
+
+    def __init__(self, cp: ControlPlane, maxsize: int) -> None:
+        pki = cp.workdir / "pki"
+        self.host = cp.server
+        self.pool = urllib3.PoolManager(
+            maxsize=maxsize,
+            block=True,
+            ca_certs=str(cp.ca_file),
+            cert_file=str(pki / "admin.crt"),
+            key_file=str(pki / "admin.key"),
+        )
+
+    def stream(self, path: str, query: list[tuple[str, str]]) -> Any:
+        return self.pool.request(
+            "GET", self.host + path, fields=query, preload_content=False, timeout=urllib3.Timeout(connect=10, read=60)
+        )
+
+    def get(self, path: str) -> Any:
+        resp = self.pool.request("GET", self.host + path, timeout=60)
+        if resp.status != 200:
+            raise SystemExit(f"GET {path}: HTTP {resp.status}: {resp.data[:500]!r}")
+        return json.loads(resp.data)
+
+    def post(self, path: str, doc: dict[str, Any]) -> int:
+        resp = self.pool.request(
+            "POST", self.host + path, body=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}, timeout=60
+        )
+        if resp.status >= 400 and resp.status not in (429, 500, 503, 504):
+            raise SystemExit(f"POST {path}: HTTP {resp.status}: {resp.data[:500]!r}")
+        return int(resp.status)
 
 
 # ----------------------------------------------------------------------------- watching
@@ -93,7 +130,7 @@ def lws_ready(obj: dict[str, Any]) -> bool:
 class Watch(threading.Thread):
     """A raw watch on one collection (reconnects from the last resourceVersion) feeding a :class:`Seen`."""
 
-    def __init__(self, api: client.ApiClient, path: str, seen: Seen, ready: Callable[[dict[str, Any]], bool]):
+    def __init__(self, api: Http, path: str, seen: Seen, ready: Callable[[dict[str, Any]], bool]):
         super().__init__(daemon=True)
         self.api, self.path, self.seen, self.is_ready = api, path, seen, ready
         self.stopped = threading.Event()
@@ -105,9 +142,7 @@ class Watch(threading.Thread):
             if self.rv:
                 query.append(("resourceVersion", self.rv))
             try:
-                resp = self.api.request(
-                    "GET", self.api.configuration.host + self.path, query_params=query, _preload_content=False
-                )
+                resp = self.api.stream(self.path, query)
                 buf = b""
                 for chunk in resp.stream(65536, decode_content=False):
                     buf += chunk
@@ -157,7 +192,7 @@ class Namespace:
     threads: list[Watch] = field(default_factory=list)
 
     @classmethod
-    def watch(cls, api: client.ApiClient, ns: str) -> Namespace:
+    def watch(cls, api: Http, ns: str) -> Namespace:
         w = cls()
         w.threads = [
             Watch(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services", w.isvc, lambda o: False),
@@ -364,7 +399,7 @@ def bulk_copy(obj: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def create_all(api: client.ApiClient, docs: list[dict[str, Any]], concurrency: int) -> tuple[float, float, int]:
+def create_all(api: Http, docs: list[dict[str, Any]], concurrency: int) -> tuple[float, float, int]:
     """POST every doc with ``concurrency`` parallel requests; (first request, last answer, retries)."""
     retries = Counter[str]()
 
@@ -376,15 +411,10 @@ def create_all(api: client.ApiClient, docs: list[dict[str, Any]], concurrency: i
         )
         path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
         for _ in range(20):
-            try:
-                api.request("POST", api.configuration.host + path, body=doc, headers={"Content-Type": "application/json"})
+            if api.post(path, doc) < 400:
                 return
-            except client.ApiException as exc:
-                if exc.status in (429, 500, 503, 504):
-                    retries["retry"] += 1
-                    time.sleep(0.2)
-                    continue
-                raise
+            retries["retry"] += 1
+            time.sleep(0.2)
         raise SystemExit(f"could not create {doc['kind']} {doc['metadata']['name']}")
 
     t0 = time.monotonic()
@@ -393,9 +423,10 @@ def create_all(api: client.ApiClient, docs: list[dict[str, Any]], concurrency: i
     return t0, time.monotonic(), retries["retry"]
 
 
-def list_items(api: client.ApiClient, path: str) -> list[dict[str, Any]]:
-    resp = api.request("GET", api.configuration.host + path, _preload_content=False)
-    return list(json.loads(resp.data)["items"])
+def list_items(api: Http, path: str) -> list[dict[str, Any]]:
+    answer = api.get(path)
+    kind = str(answer["kind"]).removesuffix("List")
+    return [{"apiVersion": answer["apiVersion"], "kind": kind, **item} for item in answer["items"]]
 
 
 # ----------------------------------------------------------------------------- one N
@@ -408,10 +439,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
     print(f"\n== N={n}: booting a tier-B control plane with {nodes} KWOK nodes x {GPUS_PER_NODE} GPUs", flush=True)
     workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
     with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=False) as cp:
-        cfg = client.Configuration()
-        config.load_kube_config(config_file=str(cp.admin_kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
-        cfg.connection_pool_maxsize = max(concurrency, 8) + 8
-        api = client.ApiClient(cfg)
+        api = Http(cp, max(concurrency, 8) + 16)  # + the watches
         docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
         cp.apply(docs)
         cp.wait_established([d["metadata"]["name"] for d in docs])
@@ -423,6 +451,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
         stats.start()
         names = [f"pg-{i}" for i in range(n)]
         spy = None
+        watches: dict[str, Namespace] = {}
         if profile is not None:
             spy = subprocess.Popen(
                 [shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy"), "record", "--pid", str(proc.pid), "--rate", "50", "--format", "speedscope",
@@ -431,7 +460,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             )  # fmt: skip
         try:
             # ---- operator phase
-            w = Namespace.watch(api, OP_NS)
+            w = watches[OP_NS] = Namespace.watch(api, OP_NS)
             time.sleep(1.0)
             cpu0, wall0 = stats.read()[0], time.time()
             t0, t_created, retries = create_all(api, [playground(i) for i in range(n)], concurrency)
@@ -512,7 +541,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             copies = [bulk_copy(o) for o in children]
             # interleave so each Playground's three children go out together, as the operator writes them
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
-            b = Namespace.watch(api, BULK_NS)
+            b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
             time.sleep(1.0)
             bt0, bt_created, bretries = create_all(api, copies, concurrency)
             bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
@@ -524,9 +553,9 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 "lws_ready_s": round(bt_lws - bt0, 2),
             }
             print(f"  bulk: {result['bulk']}", flush=True)
-            w.stop()
-            b.stop()
         finally:
+            for watch in watches.values():
+                watch.stop()
             stats.stopped.set()
             if spy is not None and spy.poll() is None:
                 spy.terminate()
