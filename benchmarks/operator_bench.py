@@ -84,7 +84,11 @@ class Http:
 
     def stream(self, path: str, query: list[tuple[str, str]]) -> Any:
         return self.pool.request(
-            "GET", self.host + path, fields=query, preload_content=False, timeout=urllib3.Timeout(connect=10, read=60)
+            "GET",
+            self.host + path,
+            fields=query,
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=10, read=60),
         )
 
     def get(self, path: str) -> Any:
@@ -95,7 +99,11 @@ class Http:
 
     def post(self, path: str, doc: dict[str, Any]) -> int:
         resp = self.pool.request(
-            "POST", self.host + path, body=json.dumps(doc).encode(), headers={"Content-Type": "application/json"}, timeout=60
+            "POST",
+            self.host + path,
+            body=json.dumps(doc).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=60,
         )
         if resp.status >= 400 and resp.status not in (429, 500, 503, 504):
             raise SystemExit(f"POST {path}: HTTP {resp.status}: {resp.data[:500]!r}")
@@ -195,8 +203,12 @@ class Namespace:
     def watch(cls, api: Http, ns: str) -> Namespace:
         w = cls()
         w.threads = [
-            Watch(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services", w.isvc, lambda o: False),
-            Watch(api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", w.lws, lws_ready),
+            Watch(
+                api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services", w.isvc, lambda o: False
+            ),
+            Watch(
+                api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", w.lws, lws_ready
+            ),
             Watch(api, f"/api/v1/namespaces/{ns}/services", w.svc, lambda o: False),
             Watch(
                 api,
@@ -231,7 +243,9 @@ class Namespace:
             return None
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float, progress: Callable[[], str] | None = None) -> Any:
+def wait_for(
+    check: Callable[[], Any], what: str, timeout: float, progress: Callable[[], str] | None = None
+) -> Any:
     deadline = time.monotonic() + timeout
     last = 0.0
     while True:
@@ -240,7 +254,10 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float, progress: Call
             return value
         now = time.monotonic()
         if now > deadline:
-            raise SystemExit(f"timed out after {timeout:.0f}s waiting for {what}" + (f" ({progress()})" if progress else ""))
+            raise SystemExit(
+                f"timed out after {timeout:.0f}s waiting for {what}"
+                + (f" ({progress()})" if progress else "")
+            )
         if progress and now - last > 15:
             print(f"  ... {what}: {progress()}", flush=True)
             last = now
@@ -302,7 +319,11 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRoleBinding",
                 "metadata": {"name": "llmaz-operator-bench"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "llmaz-operator-bench"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "llmaz-operator-bench",
+                },
                 "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NS}],
             },
         ]
@@ -317,7 +338,11 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
     ]  # fmt: skip
     with log.open("w") as sink:
         proc = subprocess.Popen(
-            command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+            command,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
     def ready() -> bool:
@@ -348,11 +373,18 @@ def audit(cp: ControlPlane, user: str) -> list[tuple[float, str, str, int]]:
                 if user not in line:
                     continue
                 entry = json.loads(line)
-                if entry.get("stage") != "ResponseComplete" or (entry.get("user") or {}).get("username") != user:
+                if (
+                    entry.get("stage") != "ResponseComplete"
+                    or (entry.get("user") or {}).get("username") != user
+                ):
                     continue
-                when = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+                when = datetime.fromisoformat(
+                    entry["requestReceivedTimestamp"].replace("Z", "+00:00")
+                ).timestamp()
                 ref = entry.get("objectRef") or {}
-                resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+                resource = ref.get("resource", "") + (
+                    f"/{ref['subresource']}" if ref.get("subresource") else ""
+                )
                 code = int((entry.get("responseStatus") or {}).get("code", 0))
                 out.append((when, entry["verb"], resource or entry.get("requestURI", ""), code))
     return out
@@ -406,9 +438,11 @@ def create_all(api: Http, docs: list[dict[str, Any]], concurrency: int) -> tuple
     def post(doc: dict[str, Any]) -> None:
         api_version, ns = doc["apiVersion"], doc["metadata"].get("namespace")
         base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        plural = {"Service": "services", "LeaderWorkerSet": "leaderworkersets", "Playground": "playgrounds"}.get(
-            doc["kind"], doc["kind"].lower() + "s"
-        )
+        plural = {
+            "Service": "services",
+            "LeaderWorkerSet": "leaderworkersets",
+            "Playground": "playgrounds",
+        }.get(doc["kind"], doc["kind"].lower() + "s")
         path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
         for _ in range(20):
             if api.post(path, doc) < 400:
@@ -436,7 +470,10 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
     result: dict[str, Any] = {"n": n, "gpu_nodes": nodes, "concurrency": concurrency, "idle_window_s": idle}
-    print(f"\n== N={n}: booting a tier-B control plane with {nodes} KWOK nodes x {GPUS_PER_NODE} GPUs", flush=True)
+    print(
+        f"\n== N={n}: booting a tier-B control plane with {nodes} KWOK nodes x {GPUS_PER_NODE} GPUs",
+        flush=True,
+    )
     workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
     with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=False) as cp:
         api = Http(cp, max(concurrency, 8) + 16)  # + the watches
@@ -453,9 +490,11 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
         spy = None
         watches: dict[str, Namespace] = {}
         if profile is not None:
+            spy_bin = shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy")
+            out = profile.with_suffix(f".{n}.json")
             spy = subprocess.Popen(
-                [shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy"), "record", "--pid", str(proc.pid), "--rate", "50", "--format", "speedscope",
-                 "-o", str(profile.with_suffix(f".{n}.json")), "--nonblocking"],
+                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "speedscope",
+                 "-o", str(out), "--nonblocking"],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         try:
@@ -471,7 +510,9 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             )
             t_children = wait_for(lambda: w.all_children(names), "every child", timeout, progress)
             t_lws = wait_for(lambda: w.all_of(w.lws.ready, names), "every LWS ready", timeout, progress)
-            t_avail = wait_for(lambda: w.all_of(w.pl.ready, names), "every Playground Available", timeout, progress)
+            t_avail = wait_for(
+                lambda: w.all_of(w.pl.ready, names), "every Playground Available", timeout, progress
+            )
             t_conv, wall_conv = time.monotonic(), time.time()
             cpu_conv = stats.cpu_at(t_conv + 1)
             if spy is not None:
@@ -504,7 +545,10 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 120,
             )
             t_back_ready = wait_for(lambda: w.lws.ready.get(victim), "the recreated LWS ready", 120)
-            result["repair"] = {"lws_recreated_s": round(t_back - t_del, 2), "lws_ready_s": round(t_back_ready - t_del, 2)}
+            result["repair"] = {
+                "lws_recreated_s": round(t_back - t_del, 2),
+                "lws_ready_s": round(t_back_ready - t_del, 2),
+            }
             print(f"  repair: {result['repair']}", flush=True)
             time.sleep(2.0)
             # ---- process figures
@@ -521,7 +565,11 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             conv = [r for r in requests if wall0 - 1 <= r[0] <= wall_conv + 1]
             by = Counter(f"{verb} {res}" for _, verb, res, _ in conv)
             writes = [r for r in conv if r[1] in WRITE_VERBS]
-            idle_writes = [f"{v} {res}" for when, v, res, _ in requests if wall_idle0 <= when <= wall_idle1 and v in WRITE_VERBS]
+            idle_writes = [
+                f"{v} {res}"
+                for when, v, res, _ in requests
+                if wall_idle0 <= when <= wall_idle1 and v in WRITE_VERBS
+            ]
             idle_reads = [r for r in requests if wall_idle0 <= r[0] <= wall_idle1 and r[1] not in WRITE_VERBS]
             result["api"] = {
                 "requests_per_playground": {k: round(v / n, 2) for k, v in sorted(by.items())},
@@ -536,14 +584,18 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             children = [
                 *list_items(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{OP_NS}/services"),
                 *list_items(api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{OP_NS}/leaderworkersets"),
-                *[s for s in list_items(api, f"/api/v1/namespaces/{OP_NS}/services") if s["metadata"]["name"].endswith("-lb")],
+                *[
+                    s
+                    for s in list_items(api, f"/api/v1/namespaces/{OP_NS}/services")
+                    if s["metadata"]["name"].endswith("-lb")
+                ],
             ]
             copies = [bulk_copy(o) for o in children]
             # interleave so each Playground's three children go out together, as the operator writes them
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
             b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
             time.sleep(1.0)
-            bt0, bt_created, bretries = create_all(api, copies, concurrency)
+            bt0, _, bretries = create_all(api, copies, concurrency)
             bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
             bt_lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", timeout)
             result["bulk"] = {
@@ -608,21 +660,42 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def machine() -> dict[str, Any]:
     model = next(
-        (line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")),
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
         platform.processor(),
     )
-    mem = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal"))
-    return {"cpu": model, "cpus": os.cpu_count(), "memory_gib": round(mem / 2**20, 1), "python": platform.python_version()}
+    mem = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem / 2**20, 1),
+        "python": platform.python_version(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("n", nargs="*", type=int, default=[100, 500, 1000], help="Playground counts")
     parser.add_argument("--idle", type=float, default=300.0, help="idle window after convergence, seconds")
-    parser.add_argument("--concurrency", type=int, default=32, help="parallel requests of the creating clients")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="parallel requests of the creating clients"
+    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up on any one wait after this")
-    parser.add_argument("--json", type=Path, default=ROOT / ".nox" / "operator-bench.json", help="results file")
-    parser.add_argument("--profile", type=Path, help="record the operator with py-spy (speedscope) to this path")
+    parser.add_argument(
+        "--json", type=Path, default=ROOT / ".nox" / "operator-bench.json", help="results file"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="record the operator with py-spy (speedscope) to this path"
+    )
     args = parser.parse_args(argv)
     for n in args.n:
         if n < 1:
@@ -631,7 +704,9 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.n:
         results.append(run_one(n, args.idle, args.concurrency, args.timeout, args.profile))
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2))
+        args.json.write_text(
+            json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
+        )
     print()
     print(json.dumps(machine()))
     print(table(results))
