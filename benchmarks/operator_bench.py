@@ -479,7 +479,9 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
         api = Http(cp, max(concurrency, 8) + 16)  # + the watches
         docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
         cp.apply(docs)
-        cp.wait_established([d["metadata"]["name"] for d in docs])
+        for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
+            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}"
+            wait_for(lambda p=path: condition_true(api.get(p), "Established"), f"{path} Established", 120)
         for ns in (OP_NS, BULK_NS):
             cp.kubectl("create", "namespace", ns)
         cp.apply([openmodel(i) for i in range(MODELS)])
