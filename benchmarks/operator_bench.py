@@ -30,6 +30,7 @@ import math
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -518,7 +519,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             t_conv, wall_conv = time.monotonic(), time.time()
             cpu_conv = stats.cpu_at(t_conv + 1)
             if spy is not None:
-                spy.terminate()
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
                 spy.wait(30)
             result["operator"] = {
                 "create_s": round(t_created - t0, 2),
@@ -612,7 +613,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 watch.stop()
             stats.stopped.set()
             if spy is not None and spy.poll() is None:
-                spy.terminate()
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
             proc.terminate()
             try:
                 proc.wait(30)
