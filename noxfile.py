@@ -141,3 +141,11 @@ def bench(session: nox.Session) -> None:
 def bench_loader(session: nox.Session) -> None:
     """Model loader throughput vs a plain HTTP download (not a test): nox -s bench_loader."""
     session.run(PY, "benchmarks/loader_bench.py", *session.posargs)
+
+
+@nox.session(default=False)
+def bench_operator(session: nox.Session) -> None:
+    """The operator at N Playgrounds on the real control plane vs a bulk client (not a test; numbers
+    go to docs/development/operator-benchmark.md): nox -s bench_operator -- 100 --idle 60."""
+    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    session.run(PY, "benchmarks/operator_bench.py", *session.posargs)

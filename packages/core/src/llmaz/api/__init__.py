@@ -63,14 +63,15 @@ def kind_for(api_version: str, kind: str) -> type[Resource] | None:
     return _BY_GVK.get((api_version, kind))
 
 
-def parse_manifest(data: dict[str, Any]) -> Resource:
-    """Parse one llmaz manifest into its typed model; raises ValueError for other kinds."""
+def parse_manifest(data: dict[str, Any], *, check_rules: bool = True) -> Resource:
+    """Parse one llmaz manifest into its typed model; raises ValueError for other kinds.
+    ``check_rules=False``: schema only, no offline CEL (see :meth:`Resource.from_manifest`)."""
     cls = kind_for(str(data.get("apiVersion", "")), str(data.get("kind", "")))
     if cls is None:
         raise ValueError(
             f"not an llmaz kind: apiVersion={data.get('apiVersion')!r} kind={data.get('kind')!r}"
         )
-    return cls.from_manifest(data)
+    return cls.from_manifest(data, check_rules=check_rules)
 
 
 def parse_manifests(docs: Iterable[dict[str, Any] | None]) -> list[Resource]:

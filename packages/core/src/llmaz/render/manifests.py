@@ -32,13 +32,14 @@ def field_path(loc: Iterable[int | str]) -> str:
     return out
 
 
-def parse_document(doc: Mapping[str, Any]) -> Resource:
-    """Parse one llmaz manifest; :class:`InvalidManifest` lists every schema problem with its path."""
+def parse_document(doc: Mapping[str, Any], *, check_rules: bool = True) -> Resource:
+    """Parse one llmaz manifest; :class:`InvalidManifest` lists every schema problem with its path.
+    ``check_rules=False``: schema only, no offline CEL (for objects an API server has admitted)."""
     kind = str(doc.get("kind", ""))
     meta = doc.get("metadata")
     name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
     try:
-        return parse_manifest(dict(doc))
+        return parse_manifest(dict(doc), check_rules=check_rules)
     except ValidationError as exc:
         problems = [(field_path(e["loc"]), e["msg"]) for e in exc.errors()]
         first_field, first_reason = problems[0]

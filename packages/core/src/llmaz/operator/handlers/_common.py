@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,3 +25,31 @@ def event_type(event: Mapping[str, Any]) -> str | None:
     """``ADDED``/``MODIFIED``/``DELETED``, or ``None`` for the initial listing."""
     value = event.get("type")
     return str(value) if value else None
+
+
+class InputDigests:
+    """What dependents render from, per OpenModel/BackendRuntime uid: everything but ``status`` and
+    server bookkeeping. Our own ``InUse`` status writes (one per model per second while Playgrounds
+    are created) must not re-reconcile every dependent: at N Playgrounds that was N reconciles per
+    model status write (issue 15)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str] = {}
+
+    def changed(self, event: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
+        meta = body.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        if event_type(event) == "DELETED":
+            self._seen.pop(uid, None)
+            return True
+        inputs = [
+            body.get("spec"),
+            meta.get("labels"),
+            meta.get("annotations"),
+            meta.get("deletionTimestamp"),
+        ]
+        digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+        if self._seen.get(uid) == digest:
+            return False
+        self._seen[uid] = digest
+        return True

@@ -11,13 +11,15 @@ import kopf
 from llmaz.api import BackendRuntime
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile_many
-from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.handlers._common import InputDigests, event_type, runtime
 from llmaz.operator.runtime import IDX_RUNTIMES, snapshot
 
 GROUP, VERSION, PLURAL = BackendRuntime.group, BackendRuntime.version, BackendRuntime.plural
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
+    inputs = InputDigests()
+
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_RUNTIMES, registry=registry)
     def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
         return {name: snapshot(body)}
@@ -30,7 +32,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         kind = event_type(event)
         if kind != "DELETED":
             await usage.refresh(rt, "backend", name)
-        if kind is None:
-            return
+        if not inputs.changed(event, body) or kind is None:
+            return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None
         await reconcile_many(rt, rt.indexes.dependents("backend", name))

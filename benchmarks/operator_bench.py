@@ -1,0 +1,721 @@
+"""Benchmark (not a test): the operator at N Playgrounds on the real control plane.
+
+For each N (default 100 500 1000) one fresh tier-B control plane (etcd, kube-apiserver, KCM,
+scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller) and one
+``llmaz operator run`` as a local process, authenticated as a ServiceAccount bound to exactly
+:data:`llmaz.operator.rbac.RULES` and watching one namespace. Measured in one run:
+
+1. **operator**: N Playgrounds (shared OpenModels with one one-GPU flavor each) created as fast as
+   the API server admits them; time from the first create to every child (inference Service,
+   LeaderWorkerSet, Service ``<name>-lb``) existing, every LWS ready, every Playground ``Available``;
+2. **idle**: writes the operator makes during an idle window after convergence (``--idle``);
+3. **repair**: one LeaderWorkerSet deleted; time until it exists again and until it is ready;
+4. **bulk**: the SAME child objects (read back from the operator's namespace, owner references
+   dropped) written into another namespace by a plain client with ``--concurrency`` parallel
+   requests, timed the same way (LWS ready is the LWS controller + scheduler + KWOK: the physical
+   limit of the machine, no llmaz involved).
+
+The operator's CPU seconds and RSS come from ``/proc/<pid>``; its API requests (by verb and
+resource) from the API server's audit log filtered to its ServiceAccount.
+
+Run: ``.venv/bin/python benchmarks/operator_bench.py 100 --idle 60`` or ``nox -s bench_operator``.
+Numbers go to docs/development/operator-benchmark.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+
+from llmaz.operator.rbac import RULES
+from llmaz_devkit.cluster import ControlPlane, NodePool, free_port
+from llmaz_devkit.demo import llmaz_crd_documents
+
+ROOT = Path(__file__).resolve().parents[1]
+OP_NS, BULK_NS, SA_NS, SA = "bench-op", "bench-bulk", "llmaz-system", "llmaz-operator"
+GPUS_PER_NODE = 8
+MODELS = 4
+"""Shared OpenModels the Playgrounds are spread over."""
+WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
+SMALL = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "10m", "memory": "16Mi"}}
+GO_LLMAZ = {  # issue 15, measured by a previous session on this kind of machine (2 vCPU, same cluster)
+    100: {"children": 29.0, "bulk": 5.4, "rss_mb": 66},
+    500: {"children": 161.0, "bulk": 26.0, "rss_mb": 95},
+    1000: {"children": 358.0, "bulk": 100.0, "rss_mb": 131},
+}
+
+
+# ----------------------------------------------------------------------------- HTTP
+
+
+class Http:
+    """A plain HTTPS client for the API server as the cluster admin (client certificate), pooled."""
+
+    def __init__(self, cp: ControlPlane, maxsize: int) -> None:
+        pki = cp.workdir / "pki"
+        self.host = cp.server
+        self.pool = urllib3.PoolManager(
+            maxsize=maxsize,
+            block=True,
+            ca_certs=str(cp.ca_file),
+            cert_file=str(pki / "admin.crt"),
+            key_file=str(pki / "admin.key"),
+        )
+
+    def stream(self, path: str, query: list[tuple[str, str]]) -> Any:
+        return self.pool.request(
+            "GET",
+            self.host + path,
+            fields=query,
+            preload_content=False,
+            timeout=urllib3.Timeout(connect=10, read=60),
+        )
+
+    def get(self, path: str) -> Any:
+        resp = self.pool.request("GET", self.host + path, timeout=60)
+        if resp.status != 200:
+            raise SystemExit(f"GET {path}: HTTP {resp.status}: {resp.data[:500]!r}")
+        return json.loads(resp.data)
+
+    def post(self, path: str, doc: dict[str, Any]) -> int:
+        resp = self.pool.request(
+            "POST",
+            self.host + path,
+            body=json.dumps(doc).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=60,
+        )
+        if resp.status >= 400 and resp.status not in (429, 500, 503, 504):
+            raise SystemExit(f"POST {path}: HTTP {resp.status}: {resp.data[:500]!r}")
+        return int(resp.status)
+
+
+# ----------------------------------------------------------------------------- watching
+
+
+@dataclass
+class Seen:
+    """First-seen times (monotonic seconds) of what the benchmark waits for, per object name."""
+
+    exists: dict[str, float] = field(default_factory=dict)
+    ready: dict[str, float] = field(default_factory=dict)
+    uid: dict[str, str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def condition_true(obj: dict[str, Any], type_: str) -> bool:
+    return any(
+        c.get("type") == type_ and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or []
+    )
+
+
+def lws_ready(obj: dict[str, Any]) -> bool:
+    want = (obj.get("spec") or {}).get("replicas", 1)
+    return condition_true(obj, "Available") and (obj.get("status") or {}).get("readyReplicas", 0) >= want
+
+
+class Watch(threading.Thread):
+    """A raw watch on one collection (reconnects from the last resourceVersion) feeding a :class:`Seen`."""
+
+    def __init__(self, api: Http, path: str, seen: Seen, ready: Callable[[dict[str, Any]], bool]):
+        super().__init__(daemon=True)
+        self.api, self.path, self.seen, self.is_ready = api, path, seen, ready
+        self.stopped = threading.Event()
+        self.rv = ""
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            query = [("watch", "1"), ("timeoutSeconds", "30")]
+            if self.rv:
+                query.append(("resourceVersion", self.rv))
+            try:
+                resp = self.api.stream(self.path, query)
+                buf = b""
+                for chunk in resp.stream(65536, decode_content=False):
+                    buf += chunk
+                    *lines, buf = buf.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            self.handle(json.loads(line))
+            except Exception as exc:  # a dropped watch is reopened; anything else is shown
+                if not self.stopped.is_set():
+                    print(f"  watch {self.path}: {exc!r}; reopening", file=sys.stderr)
+                    self.rv = ""
+                    time.sleep(0.5)
+
+    def handle(self, event: dict[str, Any]) -> None:
+        now = time.monotonic()
+        obj = event.get("object") or {}
+        meta = obj.get("metadata") or {}
+        if event.get("type") == "ERROR":
+            self.rv = ""
+            return
+        self.rv = meta.get("resourceVersion", self.rv)
+        name, uid = meta.get("name", ""), meta.get("uid", "")
+        s = self.seen
+        with s.lock:
+            if event.get("type") == "DELETED":
+                if s.uid.get(name) == uid:
+                    s.exists.pop(name, None)
+                    s.ready.pop(name, None)
+                    s.uid.pop(name, None)
+                return
+            if s.uid.get(name) != uid:
+                s.uid[name] = uid
+                s.exists[name] = now
+                s.ready.pop(name, None)
+            if name not in s.ready and self.is_ready(obj):
+                s.ready[name] = now
+
+
+@dataclass
+class Namespace:
+    """The watches on one namespace: inference Services, LWSs, Services, Playgrounds."""
+
+    isvc: Seen = field(default_factory=Seen)
+    lws: Seen = field(default_factory=Seen)
+    svc: Seen = field(default_factory=Seen)
+    pl: Seen = field(default_factory=Seen)
+    threads: list[Watch] = field(default_factory=list)
+
+    @classmethod
+    def watch(cls, api: Http, ns: str) -> Namespace:
+        w = cls()
+        w.threads = [
+            Watch(
+                api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services", w.isvc, lambda o: False
+            ),
+            Watch(
+                api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets", w.lws, lws_ready
+            ),
+            Watch(api, f"/api/v1/namespaces/{ns}/services", w.svc, lambda o: False),
+            Watch(
+                api,
+                f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/playgrounds",
+                w.pl,
+                lambda o: condition_true(o, "Available"),
+            ),
+        ]
+        for t in w.threads:
+            t.start()
+        return w
+
+    def stop(self) -> None:
+        for t in self.threads:
+            t.stopped.set()
+
+    def all_children(self, names: list[str]) -> float | None:
+        """Monotonic time the last child of ``names`` appeared, or None while any is missing."""
+        times = []
+        for n in names:
+            got = (self.isvc.exists.get(n), self.lws.exists.get(n), self.svc.exists.get(f"{n}-lb"))
+            if None in got:
+                return None
+            times.append(max(t for t in got if t is not None))
+        return max(times) if times else None
+
+    @staticmethod
+    def all_of(d: dict[str, float], names: list[str]) -> float | None:
+        try:
+            return max(d[n] for n in names)
+        except KeyError:
+            return None
+
+
+def wait_for(
+    check: Callable[[], Any], what: str, timeout: float, progress: Callable[[], str] | None = None
+) -> Any:
+    deadline = time.monotonic() + timeout
+    last = 0.0
+    while True:
+        value = check()
+        if value:
+            return value
+        now = time.monotonic()
+        if now > deadline:
+            raise SystemExit(
+                f"timed out after {timeout:.0f}s waiting for {what}"
+                + (f" ({progress()})" if progress else "")
+            )
+        if progress and now - last > 15:
+            print(f"  ... {what}: {progress()}", flush=True)
+            last = now
+        time.sleep(0.1)
+
+
+# ----------------------------------------------------------------------------- the operator process
+
+
+class ProcStats(threading.Thread):
+    """CPU seconds and RSS of one process from /proc, sampled every ``period`` seconds."""
+
+    def __init__(self, pid: int, period: float = 0.5) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.period = pid, period
+        self.samples: list[tuple[float, float, int]] = []  # (monotonic, cpu seconds, rss bytes)
+        self.stopped = threading.Event()
+        self.tick = os.sysconf("SC_CLK_TCK")
+
+    def read(self) -> tuple[float, int]:
+        stat = Path(f"/proc/{self.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        cpu = (int(fields[11]) + int(fields[12])) / self.tick  # utime + stime
+        rss = 0
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+        return cpu, rss
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            try:
+                cpu, rss = self.read()
+            except (OSError, ValueError):
+                return
+            self.samples.append((time.monotonic(), cpu, rss))
+            time.sleep(self.period)
+
+    def cpu_at(self, t: float) -> float:
+        before = [s[1] for s in self.samples if s[0] <= t]
+        return before[-1] if before else 0.0
+
+    def rss_between(self, t0: float, t1: float) -> list[int]:
+        return [s[2] for s in self.samples if t0 <= s[0] <= t1]
+
+
+def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
+    """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES."""
+    kubeconfig = cp.service_account_kubeconfig(SA_NS, SA, duration="6h")
+    cp.apply(
+        [
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "llmaz-operator-bench"},
+                "rules": [r.to_dict() for r in RULES],
+            },
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": {"name": "llmaz-operator-bench"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "llmaz-operator-bench",
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NS}],
+            },
+        ]
+    )
+    cfg = workdir / "operator.yaml"
+    cfg.write_text(yaml.safe_dump({"namespaces": [OP_NS]}))
+    log = workdir / "operator.log"
+    health = free_port()
+    command = [
+        sys.executable, "-m", "llmaz.cli", "operator", "run", "--kubeconfig", str(kubeconfig),
+        "--config", str(cfg), "--metrics-port", str(free_port()), "--health-port", str(health),
+    ]  # fmt: skip
+    with log.open("w") as sink:
+        proc = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise SystemExit(f"the operator exited:\n{log.read_text()[-3000:]}")
+        try:
+            import urllib.request
+
+            with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as answer:
+                return bool(answer.status == 200)
+        except OSError:
+            return False
+
+    wait_for(ready, "the operator ready", 120)
+    return proc, log, f"system:serviceaccount:{SA_NS}:{SA}"
+
+
+# ----------------------------------------------------------------------------- audit log
+
+
+def audit(cp: ControlPlane, user: str) -> list[tuple[float, str, str, int]]:
+    """``(epoch seconds, verb, resource[/subresource], HTTP code)`` of every request ``user`` made."""
+    out = []
+    files = sorted(cp.audit_log.parent.glob("audit*.log"), key=lambda p: p.stat().st_mtime)
+    for path in files:
+        with path.open() as log:
+            for line in log:
+                if user not in line:
+                    continue
+                entry = json.loads(line)
+                if (
+                    entry.get("stage") != "ResponseComplete"
+                    or (entry.get("user") or {}).get("username") != user
+                ):
+                    continue
+                when = datetime.fromisoformat(
+                    entry["requestReceivedTimestamp"].replace("Z", "+00:00")
+                ).timestamp()
+                ref = entry.get("objectRef") or {}
+                resource = ref.get("resource", "") + (
+                    f"/{ref['subresource']}" if ref.get("subresource") else ""
+                )
+                code = int((entry.get("responseStatus") or {}).get("code", 0))
+                out.append((when, entry["verb"], resource or entry.get("requestURI", ""), code))
+    return out
+
+
+# ----------------------------------------------------------------------------- objects
+
+
+def openmodel(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": f"bench-model-{i}"},
+        "spec": {
+            "familyName": "qwen2",
+            "source": {"modelHub": {"modelID": f"Qwen/bench-{i}"}},
+            "inferenceConfig": {"flavors": [{"name": "one-gpu", "limits": {"nvidia.com/gpu": 1}}]},
+        },
+    }
+
+
+def playground(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Playground",
+        "metadata": {"name": f"pg-{i}", "namespace": OP_NS},
+        "spec": {
+            "replicas": 1,
+            "modelClaim": {"modelName": f"bench-model-{i % MODELS}"},
+            "backendRuntimeConfig": {"resources": SMALL},
+        },
+    }
+
+
+def bulk_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object as a plain client would write it into BULK_NS (no owners, no server fields)."""
+    meta = obj["metadata"]
+    keep = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    return {
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {**keep, "namespace": BULK_NS},
+        "spec": {k: v for k, v in obj["spec"].items() if k not in ("clusterIP", "clusterIPs")},
+    }
+
+
+def create_all(api: Http, docs: list[dict[str, Any]], concurrency: int) -> tuple[float, float, int]:
+    """POST every doc with ``concurrency`` parallel requests; (first request, last answer, retries)."""
+    retries = Counter[str]()
+
+    def post(doc: dict[str, Any]) -> None:
+        api_version, ns = doc["apiVersion"], doc["metadata"].get("namespace")
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        plural = {
+            "Service": "services",
+            "LeaderWorkerSet": "leaderworkersets",
+            "Playground": "playgrounds",
+        }.get(doc["kind"], doc["kind"].lower() + "s")
+        path = f"{base}/namespaces/{ns}/{plural}" if ns else f"{base}/{plural}"
+        for _ in range(20):
+            if api.post(path, doc) < 400:
+                return
+            retries["retry"] += 1
+            time.sleep(0.2)
+        raise SystemExit(f"could not create {doc['kind']} {doc['metadata']['name']}")
+
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(post, docs))
+    return t0, time.monotonic(), retries["retry"]
+
+
+def list_items(api: Http, path: str) -> list[dict[str, Any]]:
+    answer = api.get(path)
+    kind = str(answer["kind"]).removesuffix("List")
+    return [{"apiVersion": answer["apiVersion"], "kind": kind, **item} for item in answer["items"]]
+
+
+# ----------------------------------------------------------------------------- one N
+
+
+def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path | None) -> dict[str, Any]:
+    nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
+    pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
+    result: dict[str, Any] = {"n": n, "gpu_nodes": nodes, "concurrency": concurrency, "idle_window_s": idle}
+    print(
+        f"\n== N={n}: booting a tier-B control plane with {nodes} KWOK nodes x {GPUS_PER_NODE} GPUs",
+        flush=True,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
+    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=False) as cp:
+        api = Http(cp, max(concurrency, 8) + 16)  # + the watches
+        docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
+        cp.apply(docs)
+        for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
+            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}"
+            wait_for(lambda p=path: condition_true(api.get(p), "Established"), f"{path} Established", 120)
+        for ns in (OP_NS, BULK_NS):
+            cp.kubectl("create", "namespace", ns)
+        cp.apply([openmodel(i) for i in range(MODELS)])
+        proc, log, user = start_operator(cp, workdir)
+        stats = ProcStats(proc.pid)
+        stats.start()
+        names = [f"pg-{i}" for i in range(n)]
+        spy = None
+        watches: dict[str, Namespace] = {}
+        if profile is not None:
+            spy_bin = shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy")
+            out = profile.with_suffix(f".{n}.json")
+            spy = subprocess.Popen(
+                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "speedscope",
+                 "-o", str(out), "--nonblocking"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        try:
+            # ---- operator phase
+            w = watches[OP_NS] = Namespace.watch(api, OP_NS)
+            time.sleep(1.0)
+            cpu0, wall0 = stats.read()[0], time.time()
+            t0, t_created, retries = create_all(api, [playground(i) for i in range(n)], concurrency)
+            progress = lambda: (  # noqa: E731
+                f"children {sum(1 for x in names if x in w.lws.exists)}/{n}, "
+                f"LWS ready {sum(1 for x in names if x in w.lws.ready)}, "
+                f"Available {sum(1 for x in names if x in w.pl.ready)}"
+            )
+            t_children = wait_for(lambda: w.all_children(names), "every child", timeout, progress)
+            t_lws = wait_for(lambda: w.all_of(w.lws.ready, names), "every LWS ready", timeout, progress)
+            t_avail = wait_for(
+                lambda: w.all_of(w.pl.ready, names), "every Playground Available", timeout, progress
+            )
+            t_conv, wall_conv = time.monotonic(), time.time()
+            cpu_conv = stats.cpu_at(t_conv + 1)
+            if spy is not None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
+                spy.wait(30)
+            result["operator"] = {
+                "create_s": round(t_created - t0, 2),
+                "create_retries": retries,
+                "children_s": round(t_children - t0, 2),
+                "lws_ready_s": round(t_lws - t0, 2),
+                "available_s": round(t_avail - t0, 2),
+            }
+            print(f"  operator: {result['operator']}", flush=True)
+            # ---- idle window
+            time.sleep(2.0)  # the last status write's audit entry lands before the window opens
+            wall_idle0, t_idle0 = time.time(), time.monotonic()
+            print(f"  idle window: {idle:.0f}s", flush=True)
+            time.sleep(idle)
+            t_idle1, wall_idle1 = time.monotonic(), time.time()
+            rss_idle = stats.rss_between(t_idle0, t_idle1)
+            cpu_idle = stats.cpu_at(t_idle1) - stats.cpu_at(t_idle0)
+            # ---- repair one deleted LWS
+            victim = names[n // 2]
+            old_uid = w.lws.uid.get(victim)
+            t_del = time.monotonic()
+            cp.kubectl("delete", "leaderworkerset", victim, "-n", OP_NS, "--wait=false")
+            t_back = wait_for(
+                lambda: w.lws.uid.get(victim) not in (None, old_uid) and w.lws.exists[victim],
+                "the deleted LWS recreated",
+                120,
+            )
+            t_back_ready = wait_for(lambda: w.lws.ready.get(victim), "the recreated LWS ready", 120)
+            result["repair"] = {
+                "lws_recreated_s": round(t_back - t_del, 2),
+                "lws_ready_s": round(t_back_ready - t_del, 2),
+            }
+            print(f"  repair: {result['repair']}", flush=True)
+            time.sleep(2.0)
+            # ---- process figures
+            peak = max(s[2] for s in stats.samples)
+            result["process"] = {
+                "cpu_s_converge": round(cpu_conv - cpu0, 2),
+                "cpu_s_idle_window": round(cpu_idle, 2),
+                "cpu_s_total": round(stats.read()[0], 2),
+                "rss_peak_mb": round(peak / 2**20, 1),
+                "rss_steady_mb": round(statistics.median(rss_idle) / 2**20, 1) if rss_idle else None,
+            }
+            # ---- audit
+            requests = audit(cp, user)
+            conv = [r for r in requests if wall0 - 1 <= r[0] <= wall_conv + 1]
+            by = Counter(f"{verb} {res}" for _, verb, res, _ in conv)
+            writes = [r for r in conv if r[1] in WRITE_VERBS]
+            idle_writes = [
+                f"{v} {res}"
+                for when, v, res, _ in requests
+                if wall_idle0 <= when <= wall_idle1 and v in WRITE_VERBS
+            ]
+            idle_reads = [r for r in requests if wall_idle0 <= r[0] <= wall_idle1 and r[1] not in WRITE_VERBS]
+            result["api"] = {
+                "requests_per_playground": {k: round(v / n, 2) for k, v in sorted(by.items())},
+                "writes_per_playground": round(len(writes) / n, 2),
+                "conflicts_409": sum(1 for r in conv if r[3] == 409),
+                "errors_5xx_429": sum(1 for r in conv if r[3] >= 500 or r[3] == 429),
+                "idle_writes": len(idle_writes),
+                "idle_writes_by_kind": dict(Counter(idle_writes)),
+                "idle_reads": len(idle_reads),
+            }
+            # ---- bulk phase: the same children, written by a plain client
+            children = [
+                *list_items(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{OP_NS}/services"),
+                *list_items(api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{OP_NS}/leaderworkersets"),
+                *[
+                    s
+                    for s in list_items(api, f"/api/v1/namespaces/{OP_NS}/services")
+                    if s["metadata"]["name"].endswith("-lb")
+                ],
+            ]
+            copies = [bulk_copy(o) for o in children]
+            # interleave so each Playground's three children go out together, as the operator writes them
+            copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
+            b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
+            time.sleep(1.0)
+            bt0, _, bretries = create_all(api, copies, concurrency)
+            bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
+            bt_lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", timeout)
+            result["bulk"] = {
+                "objects": len(copies),
+                "create_retries": bretries,
+                "children_s": round(bt_children - bt0, 2),
+                "lws_ready_s": round(bt_lws - bt0, 2),
+            }
+            print(f"  bulk: {result['bulk']}", flush=True)
+        finally:
+            for watch in watches.values():
+                watch.stop()
+            stats.stopped.set()
+            if spy is not None and spy.poll() is None:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        result["operator_log_errors"] = sum(
+            1 for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line
+        )
+    op, bulk = result["operator"], result["bulk"]
+    result["ratios"] = {
+        "children_vs_bulk": round(op["children_s"] / bulk["children_s"], 2),
+        "available_vs_bulk_lws_ready": round(op["available_s"] / bulk["lws_ready_s"], 2),
+    }
+    return result
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = [
+        ("create N Playgrounds (s)", lambda r: r["operator"]["create_s"]),
+        ("children exist: operator (s)", lambda r: r["operator"]["children_s"]),
+        ("children exist: bulk client (s)", lambda r: r["bulk"]["children_s"]),
+        ("  ratio (target <= 1.2)", lambda r: r["ratios"]["children_vs_bulk"]),
+        ("LWS ready: operator (s)", lambda r: r["operator"]["lws_ready_s"]),
+        ("LWS ready: bulk client (s)", lambda r: r["bulk"]["lws_ready_s"]),
+        ("Playgrounds Available (s)", lambda r: r["operator"]["available_s"]),
+        ("  ratio to bulk LWS ready (target <= 1.1)", lambda r: r["ratios"]["available_vs_bulk_lws_ready"]),
+        ("writes per Playground (target <= 5)", lambda r: r["api"]["writes_per_playground"]),
+        ("409 conflicts while converging", lambda r: r["api"]["conflicts_409"]),
+        ("writes in the idle window (target 0)", lambda r: r["api"]["idle_writes"]),
+        ("idle window (s)", lambda r: r["idle_window_s"]),
+        ("operator CPU to converge (s)", lambda r: r["process"]["cpu_s_converge"]),
+        ("operator CPU in the idle window (s)", lambda r: r["process"]["cpu_s_idle_window"]),
+        ("operator RSS peak (MB)", lambda r: r["process"]["rss_peak_mb"]),
+        ("operator RSS steady (MB)", lambda r: r["process"]["rss_steady_mb"]),
+        ("deleted LWS recreated (s)", lambda r: r["repair"]["lws_recreated_s"]),
+        ("deleted LWS ready again (s)", lambda r: r["repair"]["lws_ready_s"]),
+    ]
+    head = "| figure | " + " | ".join(f"N={r['n']}" for r in results) + " |"
+    lines = [head, "|---|" + "---:|" * len(results)]
+    for label, get in rows:
+        lines.append(f"| {label} | " + " | ".join(str(get(r)) for r in results) + " |")
+    return "\n".join(lines)
+
+
+def machine() -> dict[str, Any]:
+    model = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        platform.processor(),
+    )
+    mem = next(
+        int(line.split()[1])
+        for line in Path("/proc/meminfo").read_text().splitlines()
+        if line.startswith("MemTotal")
+    )
+    return {
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "memory_gib": round(mem / 2**20, 1),
+        "python": platform.python_version(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("n", nargs="*", type=int, default=[100, 500, 1000], help="Playground counts")
+    parser.add_argument("--idle", type=float, default=300.0, help="idle window after convergence, seconds")
+    parser.add_argument(
+        "--concurrency", type=int, default=32, help="parallel requests of the creating clients"
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="give up on any one wait after this")
+    parser.add_argument(
+        "--json", type=Path, default=ROOT / ".nox" / "operator-bench.json", help="results file"
+    )
+    parser.add_argument(
+        "--profile", type=Path, help="record the operator with py-spy (speedscope) to this path"
+    )
+    args = parser.parse_args(argv)
+    for n in args.n:
+        if n < 1:
+            parser.error(f"N must be >= 1, got {n}")
+    results = []
+    for n in args.n:
+        results.append(run_one(n, args.idle, args.concurrency, args.timeout, args.profile))
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(
+            json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
+        )
+    print()
+    print(json.dumps(machine()))
+    print(table(results))
+    print(f"\nJSON: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
