@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
 from llmaz_devkit import chartgen
+from llmaz_devkit.webhooks import by_url_configurations
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "llmaz"
@@ -80,11 +82,36 @@ def test_clusterrole_is_rules() -> None:
     assert body["rules"] == [r.to_dict() for r in RULES]
 
 
-def test_webhook_paths_are_unique_and_cover_every_kind() -> None:
-    assert len({h.path for h in WEBHOOKS}) == len(WEBHOOKS) == 4
-    text = (CHART / "templates" / "webhook" / "_webhooks.tpl").read_text()
-    for hook in WEBHOOKS:
-        assert f"path: {hook.path}" in text
+def _render_stub(template: str) -> list[dict[str, Any]]:
+    """The generated webhook template with its Go template actions stubbed out, as YAML documents."""
+    body = "\n".join(
+        line for line in template.splitlines() if not re.fullmatch(r"\s*\{\{-?[^}]*-?\}\}\s*", line)
+    )
+    return [d for d in yaml.safe_load_all(re.sub(r"\{\{[^}]*\}\}", "stub", body)) if d]
+
+
+def _shape(doc: dict[str, Any]) -> tuple[str, list[tuple[str, str, Any]]]:
+    hooks = []
+    for hook in doc["webhooks"]:
+        config = hook["clientConfig"]
+        path = config["service"]["path"] if "service" in config else "/" + config["url"].split("/", 3)[3]
+        hooks.append((hook["name"], path, hook["rules"]))
+    return doc["kind"], hooks
+
+
+def test_chart_and_e2e_webhook_configurations_agree_with_webhooks() -> None:
+    chart_docs = _render_stub((CHART / "templates" / "webhook" / "_webhooks.tpl").read_text())
+    url_docs = by_url_configurations("https://127.0.0.1:9443", b"CA", "e2e")
+    assert [_shape(d) for d in chart_docs] == [_shape(d) for d in url_docs]
+    kinds = {d["kind"]: [h["name"] for h in d["webhooks"]] for d in chart_docs}
+    assert kinds == {
+        "MutatingWebhookConfiguration": [h.name for h in WEBHOOKS if h.type == "mutating"],
+        "ValidatingWebhookConfiguration": [h.name for h in WEBHOOKS if h.type == "validating"],
+    }
+    for doc in url_docs:
+        for hook in doc["webhooks"]:
+            assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]  # deletes never blocked
+            assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
 
 
 def test_values_reference_lists_every_leaf(schema: dict[str, Any]) -> None:
