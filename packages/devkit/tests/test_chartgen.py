@@ -11,6 +11,7 @@ import jsonschema
 import pytest
 import yaml
 
+from llmaz.loader.layout import IMAGE_REPOSITORY, default_loader_image
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
@@ -119,3 +120,25 @@ def test_values_reference_lists_every_leaf(schema: dict[str, Any]) -> None:
     for key in ("operator.config.flavorFallback.unschedulableSeconds", "webhook.certManager.issuerRef.kind"):
         assert f"| `{key}` |" in page
     assert json.loads((CHART / "values.schema.json").read_text()) == schema
+
+
+def test_one_image_name_for_chart_loader_and_release() -> None:
+    # The chart runs the operator from the image the loader init containers default to, and the
+    # release workflow pushes exactly that repository, with both tag forms in use.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["repository"] == IMAGE_REPOSITORY
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yaml").read_text())
+    meta = next(
+        step["with"]
+        for job in workflow["jobs"].values()
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("docker/metadata-action")
+    )
+    assert meta["images"] == IMAGE_REPOSITORY
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = str(chart["appVersion"])
+    assert default_loader_image(version) == f"{IMAGE_REPOSITORY}:v{version}"
+    assert set(meta["tags"].split()) == {
+        "type=semver,pattern={{version}}",
+        "type=semver,pattern=v{{version}}",
+    }

@@ -41,6 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
+from llmaz.loader.layout import IMAGE_REPOSITORY
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
@@ -104,7 +105,7 @@ class Crds(_Values):
 
 class Image(_Values):
     repository: ImageRef = Field(
-        default="ghcr.io/llmaz/llmaz",
+        default=IMAGE_REPOSITORY,
         description=(
             "The one llmaz image: operator (`llmaz operator run`) and model loader (`llmaz load-model`)."
         ),
