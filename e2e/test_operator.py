@@ -2,8 +2,11 @@
 scheduler, LWS controller; KWOK nodes stand in for kubelets, so pods are "Running" without
 containers).
 
-The operator runs as a LOCAL PROCESS (``llmaz operator run``) authenticated with a ServiceAccount
-token bound to exactly :data:`llmaz.operator.rbac.RULES`, the rules the chart's ClusterRole ships.
+The operator runs as a LOCAL PROCESS (``llmaz operator run``) authenticated with a token of the
+ServiceAccount of a release of the chart installed with real helm (its Deployment at 0 replicas), so
+every scenario runs with exactly the RBAC the chart ships; the last scenario checks in the audit log
+that it was never refused and that every granted verb was used. The standby of the leader-election
+scenario is a second account bound to :data:`llmaz.operator.rbac.RULES`.
 One operator serves the whole module; each test works in its own namespace. Writes are counted
 from the API server's audit log, filtered to the operator's ServiceAccount.
 """
@@ -25,14 +28,19 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_helpers import Helm, assembled_chart, audit_summary, release_kubeconfig
 
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
+from llmaz_devkit.release import release_fullname
 from llmaz_devkit.webhooks import by_url_configurations
 
 ROOT = Path(__file__).resolve().parents[1]
 SA_NAMESPACE = "llmaz-system"
+RELEASE = "operator-e2e"
+RELEASE_ACCOUNT = release_fullname(RELEASE)
+"""The chart release's ServiceAccount: the module's operator runs with exactly the chart's RBAC."""
 LEASE = "llmaz-operator-e2e"
 RESYNC_SECONDS = 10
 """The config minimum, so the idle window below spans two full resyncs of every object."""
@@ -246,8 +254,12 @@ def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[Operator]:
-    kubeconfig = bind_operator_account(cp, account)
+def running_operator(
+    cp: ControlPlane, workdir: Path, account: str, kubeconfig: Path | None = None
+) -> Iterator[Operator]:
+    """The operator as ServiceAccount ``account`` of SA_NAMESPACE: ``kubeconfig`` when given (the
+    chart release's), else a fresh account bound to exactly RULES."""
+    kubeconfig = kubeconfig or bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
     ca = issue_tls(workdir / f"{account}-certs")
@@ -309,11 +321,40 @@ def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[
 
 
 @pytest.fixture(scope="module")
-def operator(
+def release(
     control_plane: ControlPlane, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The chart installed with real helm (operator Deployment at 0 replicas: KWOK runs no
+    containers; CRDs and LWS are the harness's); the kubeconfig of its ServiceAccount."""
+    helm = Helm(control_plane, tmp_path_factory.mktemp("helm-home"))
+    chart = assembled_chart(control_plane, tmp_path_factory.mktemp("chart"))
+    helm(
+        "install",
+        RELEASE,
+        str(chart),
+        "-n",
+        SA_NAMESPACE,
+        "--create-namespace",
+        "--set",
+        "operator.replicas=0",
+        "--set",
+        "crds.enabled=false",
+        "--set",
+        "leaderWorkerSet.enabled=false",
+        "--wait=false",
+    )
+    try:
+        yield release_kubeconfig(control_plane, SA_NAMESPACE, RELEASE)
+    finally:
+        helm("uninstall", RELEASE, "-n", SA_NAMESPACE, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="module")
+def operator(
+    control_plane: ControlPlane, release: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp("operator")
-    with running_operator(control_plane, workdir, "llmaz-operator") as op:
+    with running_operator(control_plane, workdir, RELEASE_ACCOUNT, release) as op:
         wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
         control_plane.apply(webhook_configurations(op.webhook_port, op.ca))
         try:
@@ -746,6 +787,18 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     assert 'llmaz_reconcile_duration_seconds_count{kind="Service"}' in body
     assert "llmaz_api_writes_total" in body
     assert operator.http(operator.health_port, "/healthz") == (200, "ok\n")
+
+
+UNUSED_IN_THIS_RUN: set[tuple[str, str, str]] = set()
+"""Grants of RULES this module's scenarios legitimately never use (each named with why)."""
+
+
+def test_the_chart_rbac_is_enough_and_nothing_more(cp: ControlPlane, operator: Operator) -> None:
+    # Runs after every scenario above, all served by the chart release's ServiceAccount.
+    summary = audit_summary(cp, operator.user)
+    assert summary.forbidden == [], summary.forbidden
+    unused = summary.unused_grants(RULES) - UNUSED_IN_THIS_RUN
+    assert unused == set(), sorted(unused)
 
 
 def test_standby_takes_over_after_the_leader_is_killed(
