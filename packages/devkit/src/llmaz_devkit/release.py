@@ -97,7 +97,9 @@ def release_service_account_kubeconfig(
 def release_config(kubectl: Kubectl, namespace: str, release: str, out: Path) -> Path:
     """The operator config the chart wrote (its ConfigMap's ``config.yaml``), saved to ``out``."""
     data = json.loads(
-        kubectl("get", "configmap", f"{release_fullname(release)}-config", "-n", namespace, "-o", "json").stdout
+        kubectl(
+            "get", "configmap", f"{release_fullname(release)}-config", "-n", namespace, "-o", "json"
+        ).stdout
     )["data"]
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(data["config.yaml"])
