@@ -789,16 +789,66 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     assert operator.http(operator.health_port, "/healthz") == (200, "ok\n")
 
 
-UNUSED_IN_THIS_RUN: set[tuple[str, str, str]] = set()
-"""Grants of RULES this module's scenarios legitimately never use (each named with why)."""
+_GET_OR_DELETE_ONLY = (
+    "kopf reads through list+watch and server-side apply answers; children are removed by the "
+    "garbage collector"
+)
+UNUSED_IN_THIS_RUN: dict[tuple[str, str, str], str] = {
+    # Checked by the API server inside admission, never a request of its own: OwnerReferences-
+    # PermissionEnforcement authorizes `update` on the owner's finalizers for blockOwnerDeletion.
+    ("inference.llmaz.io", "playgrounds/finalizers", "update"): "authorized in admission, not audited",
+    ("inference.llmaz.io", "services/finalizers", "update"): "authorized in admission, not audited",
+    # DRA mode is off in these scenarios (its own suite covers it).
+    **{
+        ("resource.k8s.io", "resourceclaimtemplates", v): "DRA mode off"
+        for v in ("get", "list", "watch", "create", "patch", "delete")
+    },
+    **{("resource.k8s.io", "resourceclaims", v): "DRA mode off" for v in ("get", "list", "watch")},
+    # Pod diagnosis only looks at pods of workloads that do not start; every workload here starts.
+    **{("", "pods", v): "no workload fails to start here" for v in ("get", "list", "watch")},
+    # The operator posts core/v1 Events (create); repeats of one transition are rare in a short run.
+    ("", "events", "patch"): "no repeated status transition in this run",
+    ("events.k8s.io", "events", "create"): "granted for clients that post events.k8s.io Events; "
+    "this operator posts core/v1 Events (candidate for removal from RULES)",
+    ("events.k8s.io", "events", "patch"): "as above",
+    # OWN grants whose verbs these scenarios never need. The lead decides whether RULES should shrink;
+    # until then they are listed here rather than silently ignored.
+    (
+        "inference.llmaz.io",
+        "playgrounds",
+        "create",
+    ): "the operator never creates Playgrounds (OWN over-grants)",
+    ("inference.llmaz.io", "playgrounds", "patch"): "Playground status goes through /status",
+    ("inference.llmaz.io", "playgrounds", "delete"): "users delete Playgrounds",
+    ("inference.llmaz.io", "services", "delete"): _GET_OR_DELETE_ONLY,
+    ("inference.llmaz.io", "backendruntimes", "delete"): "no plugin is uninstalled during the run",
+    ("leaderworkerset.x-k8s.io", "leaderworkersets", "delete"): _GET_OR_DELETE_ONLY,
+    ("", "services", "delete"): _GET_OR_DELETE_ONLY,
+    **{
+        (g, r, "get"): _GET_OR_DELETE_ONLY
+        for g, r in (
+            ("llmaz.io", "openmodels"),
+            ("inference.llmaz.io", "playgrounds"),
+            ("inference.llmaz.io", "services"),
+            ("inference.llmaz.io", "backendruntimes"),
+            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+            ("", "services"),
+            ("autoscaling", "horizontalpodautoscalers"),
+        )
+    },
+}
+"""Grants of RULES this module's scenarios never use, each with why (see the report: several look
+like over-grants of RULES)."""
 
 
 def test_the_chart_rbac_is_enough_and_nothing_more(cp: ControlPlane, operator: Operator) -> None:
     # Runs after every scenario above, all served by the chart release's ServiceAccount.
     summary = audit_summary(cp, operator.user)
     assert summary.forbidden == [], summary.forbidden
-    unused = summary.unused_grants(RULES) - UNUSED_IN_THIS_RUN
+    unused = summary.unused_grants(RULES) - set(UNUSED_IN_THIS_RUN)
     assert unused == set(), sorted(unused)
+    # an exception that the run did use is stale: drop it from the list
+    assert set(UNUSED_IN_THIS_RUN) - summary.unused_grants(RULES) == set()
 
 
 def test_standby_takes_over_after_the_leader_is_killed(

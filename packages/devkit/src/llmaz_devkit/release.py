@@ -111,7 +111,9 @@ class AuditSummary:
     """What one user did, from the API server's audit log (Metadata level, ResponseComplete stage)."""
 
     forbidden: list[str]
-    """``verb group/resource[/subresource]`` of every request answered 403."""
+    """``verb group/resource[/subresource]`` of every request RBAC refused (403 without an ``allow``
+    authorization decision; admission refusals such as writes into a terminating namespace are
+    authorized and not counted)."""
     used: set[tuple[str, str, str]]
     """``(apiGroup, resource[/subresource], verb)`` of every request that succeeded."""
 
@@ -130,7 +132,11 @@ def audit_summary(audit_log: Path, username: str, *, since_line: int = 0) -> Aud
     lines: Sequence[str] = audit_log.read_text().splitlines()[since_line:]
     for line in lines:
         event = json.loads(line)
-        if event.get("stage") != "ResponseComplete" or event.get("user", {}).get("username") != username:
+        if event.get("user", {}).get("username") != username:
+            continue
+        # A watch is logged as ResponseStarted when it opens and ResponseComplete only when it ends.
+        stage = "ResponseStarted" if event.get("verb") == "watch" else "ResponseComplete"
+        if event.get("stage") != stage:
             continue
         ref = event.get("objectRef") or {}
         if "resource" not in ref:
@@ -138,8 +144,13 @@ def audit_summary(audit_log: Path, username: str, *, since_line: int = 0) -> Aud
         resource = ref["resource"] + (f"/{ref['subresource']}" if ref.get("subresource") else "")
         group, verb = ref.get("apiGroup", ""), event["verb"]
         code = event.get("responseStatus", {}).get("code", 0)
-        if code == 403:
+        decision = (event.get("annotations") or {}).get("authorization.k8s.io/decision")
+        if code == 403 and decision != "allow":
             forbidden.append(f"{verb} {group}/{resource}")
+        elif code == 403:
+            continue  # authorized, then refused by admission (e.g. a namespace being deleted)
         elif code < 400:
             used.add((group, resource, verb))
+            if verb == "patch" and code == 201:  # a server-side apply that created the object
+                used.add((group, resource, "create"))
     return AuditSummary(forbidden, used)
