@@ -23,6 +23,7 @@ import yaml
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
+from llmaz_devkit.webhooks import by_url_configurations
 
 ROOT = Path(__file__).resolve().parents[1]
 SA_NAMESPACE = "llmaz-system"
@@ -234,53 +235,22 @@ WEBHOOK_CONFIG_NAME = "llmaz-operator-e2e"
 
 
 def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
-    """Registered by URL on 127.0.0.1, as the chart would by Service: Fail, 5 s, CREATE/UPDATE only."""
-    import base64
-
-    def hook(path: str, group: str, resource: str) -> dict[str, Any]:
-        return {
-            "name": f"{path}.llmaz.io",
-            "clientConfig": {
-                "url": f"https://127.0.0.1:{port}/{path}",
-                "caBundle": base64.b64encode(ca).decode(),
-            },
-            "rules": [
-                {
-                    "apiGroups": [group],
-                    "apiVersions": ["v1alpha1"],
-                    "operations": ["CREATE", "UPDATE"],
-                    "resources": [resource],
-                }
-            ],
-            "failurePolicy": "Fail",
-            "timeoutSeconds": 5,
-            "sideEffects": "None",
-            "admissionReviewVersions": ["v1"],
-        }
-
-    return [
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": WEBHOOK_CONFIG_NAME},
-            "webhooks": [hook("openmodel-defaults", "llmaz.io", "openmodels")],
-        },
-        {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": WEBHOOK_CONFIG_NAME},
-            "webhooks": [hook("backendruntime-args", "inference.llmaz.io", "backendruntimes")],
-        },
-    ]
+    """Every webhook of WEBHOOKS registered by URL on 127.0.0.1, as the chart does by Service."""
+    return by_url_configurations(f"https://127.0.0.1:{port}", ca, WEBHOOK_CONFIG_NAME)
 
 
 @contextlib.contextmanager
 def running_operator(
-    cp: ControlPlane, workdir: Path, account: str, extra_config: dict[str, Any] | None = None
+    cp: ControlPlane,
+    workdir: Path,
+    account: str,
+    extra_config: dict[str, Any] | None = None,
+    kubeconfig: Path | None = None,
 ) -> Iterator[Operator]:
-    """``llmaz operator run`` as a local process with ``account``'s token; ``extra_config`` is merged
-    into its config file (top-level keys replace the defaults)."""
-    kubeconfig = bind_operator_account(cp, account)
+    """``llmaz operator run`` as a local process as ServiceAccount ``account`` of SA_NAMESPACE:
+    ``kubeconfig`` when given (a chart release's), else a fresh account bound to exactly RULES;
+    ``extra_config`` is merged into its config file (top-level keys replace the defaults)."""
+    kubeconfig = kubeconfig or bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
     ca = issue_tls(workdir / f"{account}-certs")

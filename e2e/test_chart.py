@@ -12,6 +12,7 @@ import base64
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -87,9 +88,16 @@ def _secret(cp: ControlPlane) -> dict[str, str]:
     return data
 
 
+def _webhooks(cp: ControlPlane) -> list[dict[str, Any]]:
+    """The webhooks of the release's Mutating and Validating configurations, in WEBHOOKS order."""
+    hooks: list[dict[str, Any]] = []
+    for kind in ("mutatingwebhookconfiguration", "validatingwebhookconfiguration"):
+        hooks += cp.get_json(kind, f"{FULLNAME}-{NAMESPACE}")["webhooks"]
+    return hooks
+
+
 def _ca_bundles(cp: ControlPlane) -> set[str]:
-    vwc = cp.get_json("validatingwebhookconfiguration", f"{FULLNAME}-{NAMESPACE}")
-    return {w["clientConfig"]["caBundle"] for w in vwc["webhooks"]}
+    return {w["clientConfig"]["caBundle"] for w in _webhooks(cp)}
 
 
 def test_install_into_restricted_namespace_has_no_warnings(apiserver: ControlPlane, installed: str) -> None:
@@ -155,8 +163,8 @@ def test_webhook_uses_a_certificate_for_its_service_signed_by_the_bundle(
         x509.DNSName
     )
     assert f"{FULLNAME}-webhook.{NAMESPACE}.svc" in names
-    vwc = apiserver.get_json("validatingwebhookconfiguration", f"{FULLNAME}-{NAMESPACE}")
-    assert [w["clientConfig"]["service"]["path"] for w in vwc["webhooks"]] == [h.path for h in WEBHOOKS]
+    served = [(w["name"], w["clientConfig"]["service"]["path"]) for w in _webhooks(apiserver)]
+    assert served == [(h.name, h.path) for h in WEBHOOKS]
 
 
 def test_release_service_account_has_the_chart_rbac(apiserver: ControlPlane, installed: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,12 @@ import jsonschema
 import pytest
 import yaml
 
+from llmaz.loader.layout import IMAGE_REPOSITORY, default_loader_image
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
 from llmaz_devkit import chartgen
+from llmaz_devkit.webhooks import by_url_configurations
 
 ROOT = Path(__file__).resolve().parents[3]
 CHART = ROOT / "charts" / "llmaz"
@@ -80,11 +83,36 @@ def test_clusterrole_is_rules() -> None:
     assert body["rules"] == [r.to_dict() for r in RULES]
 
 
-def test_webhook_paths_are_unique_and_cover_every_kind() -> None:
-    assert len({h.path for h in WEBHOOKS}) == len(WEBHOOKS) == 4
-    text = (CHART / "templates" / "webhook" / "_webhooks.tpl").read_text()
-    for hook in WEBHOOKS:
-        assert f"path: {hook.path}" in text
+def _render_stub(template: str) -> list[dict[str, Any]]:
+    """The generated webhook template with its Go template actions stubbed out, as YAML documents."""
+    body = "\n".join(
+        line for line in template.splitlines() if not re.fullmatch(r"\s*\{\{-?[^}]*-?\}\}\s*", line)
+    )
+    return [d for d in yaml.safe_load_all(re.sub(r"\{\{[^}]*\}\}", "stub", body)) if d]
+
+
+def _shape(doc: dict[str, Any]) -> tuple[str, list[tuple[str, str, Any]]]:
+    hooks = []
+    for hook in doc["webhooks"]:
+        config = hook["clientConfig"]
+        path = config["service"]["path"] if "service" in config else "/" + config["url"].split("/", 3)[3]
+        hooks.append((hook["name"], path, hook["rules"]))
+    return doc["kind"], hooks
+
+
+def test_chart_and_e2e_webhook_configurations_agree_with_webhooks() -> None:
+    chart_docs = _render_stub((CHART / "templates" / "webhook" / "_webhooks.tpl").read_text())
+    url_docs = by_url_configurations("https://127.0.0.1:9443", b"CA", "e2e")
+    assert [_shape(d) for d in chart_docs] == [_shape(d) for d in url_docs]
+    kinds = {d["kind"]: [h["name"] for h in d["webhooks"]] for d in chart_docs}
+    assert kinds == {
+        "MutatingWebhookConfiguration": [h.name for h in WEBHOOKS if h.type == "mutating"],
+        "ValidatingWebhookConfiguration": [h.name for h in WEBHOOKS if h.type == "validating"],
+    }
+    for doc in url_docs:
+        for hook in doc["webhooks"]:
+            assert hook["rules"][0]["operations"] == ["CREATE", "UPDATE"]  # deletes never blocked
+            assert hook["clientConfig"]["url"].startswith("https://127.0.0.1:9443/")
 
 
 def test_values_reference_lists_every_leaf(schema: dict[str, Any]) -> None:
@@ -92,3 +120,25 @@ def test_values_reference_lists_every_leaf(schema: dict[str, Any]) -> None:
     for key in ("operator.config.flavorFallback.unschedulableSeconds", "webhook.certManager.issuerRef.kind"):
         assert f"| `{key}` |" in page
     assert json.loads((CHART / "values.schema.json").read_text()) == schema
+
+
+def test_one_image_name_for_chart_loader_and_release() -> None:
+    # The chart runs the operator from the image the loader init containers default to, and the
+    # release workflow pushes exactly that repository, with both tag forms in use.
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["repository"] == IMAGE_REPOSITORY
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "release.yaml").read_text())
+    meta = next(
+        step["with"]
+        for job in workflow["jobs"].values()
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("docker/metadata-action")
+    )
+    assert meta["images"] == IMAGE_REPOSITORY
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    version = str(chart["appVersion"])
+    assert default_loader_image(version) == f"{IMAGE_REPOSITORY}:v{version}"
+    assert set(meta["tags"].split()) == {
+        "type=semver,pattern={{version}}",
+        "type=semver,pattern=v{{version}}",
+    }

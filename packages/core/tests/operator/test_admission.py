@@ -40,3 +40,32 @@ def test_backendruntime_args_must_use_known_placeholders() -> None:
     )
     assert problems[2].startswith("spec.recommendedConfigs[0].args[2]: unbalanced")
     assert len(problems) == 3
+
+
+def test_the_operator_serves_exactly_the_webhooks_the_chart_registers() -> None:
+    # WEBHOOKS is what the chart and the e2e register; a handler missing from it would never be
+    # called, and an entry without a handler would make the API server fail every request (404).
+    import kopf
+
+    from llmaz.operator.admission import WEBHOOKS
+    from llmaz.operator.handlers import webhooks
+
+    registry = kopf.OperatorRegistry()
+    webhooks.register(registry)
+    served = {
+        (
+            h.id,
+            str(h.reason.value),
+            h.selector.group if h.selector else None,
+            h.selector.version if h.selector else None,
+            h.selector.any_name if h.selector else None,
+            tuple(h.operations or ()),
+        )
+        for h in registry._webhooks.get_all_handlers()
+    }
+    declared = {
+        (h.handler_id, h.type, h.api_group, h.api_version, h.resource, h.operations) for h in WEBHOOKS
+    }
+    assert served == declared
+    assert {h.path for h in WEBHOOKS} == {f"/{h.handler_id}" for h in WEBHOOKS}
+    assert {h.type for h in WEBHOOKS} == {"mutating", "validating"}

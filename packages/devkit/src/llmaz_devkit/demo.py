@@ -1,10 +1,11 @@
 """``llmaz demo``: a real control plane with fake GPU nodes, serving the example models.
 
 Boots tier B of :mod:`llmaz_devkit.cluster` (etcd, kube-apiserver, controller-manager, scheduler,
-KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz CRDs, applies example
-OpenModels and Playgrounds for several backends and flavors, then runs the llmaz operator as a local
-process, which creates their workloads, and shows them being scheduled by flavor and becoming
-Available. KWOK pods are
+KWOK GPU node pools, the LeaderWorkerSet controller), installs the llmaz chart with real helm (its
+CRDs, RBAC and config; the operator Deployment at 0 replicas, as no container can run here), applies
+example OpenModels and Playgrounds for several backends and flavors, then runs the llmaz operator as
+a local process authenticated as the chart's ServiceAccount (so the chart's RBAC is what it gets),
+which creates their workloads, and shows them being scheduled by flavor and becoming Available. KWOK pods are
 fake: the scheduling, the controllers and the API are real, no container runs.
 """
 
@@ -61,6 +62,8 @@ DEMO_NODE_POOLS: tuple[NodePool, ...] = tuple(
     dataclasses.replace(p, count=3) if p.name == "a100" else p for p in DEFAULT_NODE_POOLS
 )
 LLMAZ_GROUPS = ("llmaz.io", "inference.llmaz.io")
+DEMO_RELEASE = "llmaz"
+DEMO_RELEASE_NAMESPACE = "llmaz-system"
 
 
 class DemoError(LlmazError, RuntimeError):
@@ -209,6 +212,10 @@ class Cluster:
 
 def install_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
     cluster.apply(crds, namespaced=False)
+    wait_for_crds(cluster, crds)
+
+
+def wait_for_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
     names = [f"crd/{c['metadata']['name']}" for c in crds]
     for attempt in range(5):
         try:
@@ -222,11 +229,102 @@ def install_crds(cluster: Cluster, crds: Sequence[Mapping[str, Any]]) -> None:
             time.sleep(1)
 
 
+@dataclass(frozen=True)
+class Release:
+    """The chart release the demo installed, and how the local operator runs as it."""
+
+    name: str
+    namespace: str
+    kubeconfig: Path
+    """Kubeconfig of the release's ServiceAccount (a TokenRequest token): the chart's RBAC."""
+    config: Path
+    """The operator config the chart rendered into its ConfigMap."""
+
+
+def _crds_owned_by(cluster: Cluster, crds: Sequence[Mapping[str, Any]], release: str, namespace: str) -> bool:
+    """True unless some llmaz CRD already exists outside this Helm release (then the chart must not
+    try to take it over: Helm refuses objects it did not create)."""
+    for crd in crds:
+        res = cluster.run("get", "crd", crd["metadata"]["name"], "-o", "json", check=False)
+        if res.returncode != 0:
+            continue
+        notes = json.loads(res.stdout)["metadata"].get("annotations") or {}
+        if (notes.get("meta.helm.sh/release-name"), notes.get("meta.helm.sh/release-namespace")) != (
+            release,
+            namespace,
+        ):
+            return False
+    return True
+
+
+def install_chart(
+    cluster: Cluster, crds: Sequence[Mapping[str, Any]], workdir: Path, console: Console
+) -> Release:
+    """``helm upgrade --install`` the llmaz chart (operator Deployment at 0 replicas: no container
+    runtime here; LWS not from the chart: the cluster has it), then a kubeconfig of its ServiceAccount."""
+    from llmaz_devkit.release import (
+        Helm,
+        release_config,
+        release_fullname,
+        release_service_account_kubeconfig,
+    )
+
+    tools = go_tools_root()
+    workdir.mkdir(parents=True, exist_ok=True)
+    chart_dir = workdir / "chart"
+    shutil.rmtree(chart_dir, ignore_errors=True)
+    helm = Helm(tools / "bin" / "helm", cluster.kubeconfig, workdir / "helm-home")
+    chart = helm.assembled_chart(repo_root(), chart_dir, tools.parent / "gomod")
+    chart_crds = _crds_owned_by(cluster, crds, DEMO_RELEASE, DEMO_RELEASE_NAMESPACE)
+    console.print(
+        f"helm install {DEMO_RELEASE} into namespace {DEMO_RELEASE_NAMESPACE} (operator replicas 0"
+        + ("" if chart_crds else "; the llmaz CRDs exist already, so they are applied, not Helm's")
+        + ") …"
+    )
+    try:
+        helm(
+            "upgrade",
+            "--install",
+            DEMO_RELEASE,
+            str(chart),
+            "-n",
+            DEMO_RELEASE_NAMESPACE,
+            "--create-namespace",
+            "--set",
+            "operator.replicas=0",
+            "--set",
+            "leaderWorkerSet.enabled=false",
+            "--set",
+            f"crds.enabled={str(chart_crds).lower()}",
+        )
+    except RuntimeError as err:
+        raise DemoError(str(err)) from None
+    if chart_crds:
+        wait_for_crds(cluster, crds)
+    else:
+        install_crds(cluster, crds)
+    account = release_fullname(DEMO_RELEASE)
+    kubeconfig = release_service_account_kubeconfig(
+        cluster.run, DEMO_RELEASE_NAMESPACE, account, workdir / "operator.kubeconfig"
+    )
+    config = release_config(cluster.run, DEMO_RELEASE_NAMESPACE, DEMO_RELEASE, workdir / "operator.yaml")
+    console.print(f"the operator runs locally as ServiceAccount {DEMO_RELEASE_NAMESPACE}/{account}")
+    return Release(DEMO_RELEASE, DEMO_RELEASE_NAMESPACE, kubeconfig, config)
+
+
 def start_operator(
-    stack: contextlib.ExitStack, cluster: Cluster, workdir: Path, console: Console
+    stack: contextlib.ExitStack,
+    cluster: Cluster,
+    workdir: Path,
+    console: Console,
+    *,
+    kubeconfig: Path | None = None,
+    config: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Run ``llmaz operator run`` as a local process against the demo cluster (the demo has no
-    container runtime to run its image); stopped with SIGTERM when the demo ends."""
+    container runtime to run its image); stopped with SIGTERM when the demo ends. ``kubeconfig`` is
+    the chart release's ServiceAccount and ``config`` the chart's operator config (see
+    :func:`install_chart`); without them the operator runs as the cluster admin with defaults."""
     from llmaz_devkit.cluster import free_port
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -238,7 +336,8 @@ def start_operator(
         "operator",
         "run",
         "--kubeconfig",
-        str(cluster.kubeconfig),
+        str(kubeconfig or cluster.kubeconfig),
+        *(["--config", str(config)] if config else []),
         "--namespace",
         cluster.namespace,
         "--metrics-port",
@@ -460,11 +559,10 @@ def run_demo(
         else:
             cluster = Cluster(go_tools_root() / "bin" / "kubectl", kubeconfig, namespace)
         cluster.run("create", "namespace", namespace, check=False)
-        console.print(f"installing {len(crds)} llmaz CRDs …")
-        install_crds(cluster, crds)
+        release = install_chart(cluster, crds, workdir, console)
         console.print(f"applying {len(docs)} example objects from {', '.join(str(e) for e in examples)} …")
         cluster.apply(docs)
-        start_operator(stack, cluster, workdir, console)
+        start_operator(stack, cluster, workdir, console, kubeconfig=release.kubeconfig, config=release.config)
         deadline = time.monotonic() + timeout
         rows: list[Row] = []
         with Live(table(rows, 0), console=console, refresh_per_second=2, transient=False) as live_view:
@@ -509,7 +607,10 @@ def demo(  # noqa: PLR0917 (typer options)
     ),
     kubeconfig: Annotated[
         Path | None,
-        typer.Option(help="Use this existing cluster instead of booting one (needs LWS installed there)."),
+        typer.Option(
+            help="Use this existing cluster instead of booting one: the llmaz chart is installed there "
+            "(release llmaz in llmaz-system; LWS must be installed already)."
+        ),
     ] = None,
     example: Annotated[
         list[Path] | None,

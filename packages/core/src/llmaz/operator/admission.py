@@ -14,12 +14,20 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from llmaz.api import KINDS
+from llmaz.api import BackendRuntime, OpenModel
 from llmaz.api.conventions import KNOWN_VARIABLES, LABEL_MODEL_FAMILY_NAME, PLACEHOLDER
 
-__all__ = ["WEBHOOKS", "AdmissionWebhook", "backendruntime_problems", "openmodel_defaults"]
+__all__ = [
+    "BACKENDRUNTIME_ARGS",
+    "OPENMODEL_DEFAULTS",
+    "WEBHOOKS",
+    "AdmissionWebhook",
+    "backendruntime_problems",
+    "openmodel_defaults",
+    "webhook",
+]
 
 _BRACES = re.compile(r"\{\{(.*?)\}\}")
 
@@ -62,28 +70,60 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+OPENMODEL_DEFAULTS = "openmodel-defaults"
+"""Handler id of the OpenModel defaulting webhook (kopf serves it at ``/openmodel-defaults``)."""
+BACKENDRUNTIME_ARGS = "backendruntime-args"
+"""Handler id of the BackendRuntime argument webhook (kopf serves it at ``/backendruntime-args``)."""
+
+
+Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
+
+
 @dataclass(frozen=True)
 class AdmissionWebhook:
-    """One entry of a ``admissionregistration.k8s.io/v1`` ValidatingWebhookConfiguration."""
+    """One webhook the operator serves, and its entry in a ``admissionregistration.k8s.io/v1``
+    Mutating- or ValidatingWebhookConfiguration (the chart's, or the by-URL ones of the e2e)."""
 
-    name: str
-    """Webhook name: a fully qualified name, unique within the configuration."""
-    path: str
-    """HTTPS path the operator's webhook server answers on."""
+    handler_id: str
+    """kopf handler id; kopf's webhook server answers on ``/<handler id>``."""
+    type: Literal["mutating", "validating"]
     api_group: str
     api_version: str
     resource: str
-    operations: tuple[str, ...] = ("CREATE", "UPDATE")
+    operations: tuple[Operation, ...] = ("CREATE", "UPDATE")
+    """Never DELETE: a webhook that is down must not block deleting objects."""
+
+    @property
+    def name(self) -> str:
+        """Webhook name: fully qualified, unique within its configuration."""
+        return f"{self.handler_id}.{self.api_group}"
+
+    @property
+    def path(self) -> str:
+        """HTTPS path the operator's webhook server answers on."""
+        return f"/{self.handler_id}"
+
+    @property
+    def configuration_kind(self) -> str:
+        return "MutatingWebhookConfiguration" if self.type == "mutating" else "ValidatingWebhookConfiguration"
 
 
-WEBHOOKS: tuple[AdmissionWebhook, ...] = tuple(
+WEBHOOKS: tuple[AdmissionWebhook, ...] = (
+    AdmissionWebhook(OPENMODEL_DEFAULTS, "mutating", OpenModel.group, OpenModel.version, OpenModel.plural),
     AdmissionWebhook(
-        name=f"validate.{kind.plural}.{kind.group}",
-        path=f"/validate/{kind.group}/{kind.version}/{kind.plural}",
-        api_group=kind.group,
-        api_version=kind.version,
-        resource=kind.plural,
-    )
-    for kind in KINDS
+        BACKENDRUNTIME_ARGS,
+        "validating",
+        BackendRuntime.group,
+        BackendRuntime.version,
+        BackendRuntime.plural,
+    ),
 )
-"""One validating webhook per llmaz kind."""
+"""Exactly the webhooks :mod:`llmaz.operator.handlers.webhooks` registers (a test keeps them equal)."""
+
+
+def webhook(handler_id: str) -> AdmissionWebhook:
+    """The entry of :data:`WEBHOOKS` with ``handler_id``."""
+    for hook in WEBHOOKS:
+        if hook.handler_id == handler_id:
+            return hook
+    raise KeyError(f"no admission webhook with handler id {handler_id!r}")

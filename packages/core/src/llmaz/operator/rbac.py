@@ -38,7 +38,7 @@ INTEGRATION_VERBS = ("list", "create", "patch", "delete")
 """Integration objects are listed per namespace, server-side applied (create or patch) and pruned."""
 
 
-def _integration_rules() -> tuple[Rule, ...]:
+def integration_rules() -> tuple[Rule, ...]:
     by_group: dict[str, list[str]] = {}
     for api_version, kind in MANAGED_KINDS:
         by_group.setdefault(api_version.split("/", maxsplit=1)[0], []).append(kind.lower() + "s")
@@ -89,5 +89,5 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("events.k8s.io",), ("events",), ("create", "patch"), "one Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
-    *_integration_rules(),
+    *integration_rules(),
 )

@@ -1,7 +1,8 @@
 """Admission webhooks (served only when ``webhook.enabled``): OpenModel defaults and BackendRuntime
 argument syntax. The webhook configurations (failurePolicy Fail, a short timeout, CREATE and UPDATE
 only so deletes are never blocked) are created by the chart, or by URL in the tests; the paths are
-``/<handler id>``."""
+``/<handler id>``. Ids, resources and operations come from
+:data:`llmaz.operator.admission.WEBHOOKS`, which the chart and the e2e configurations are built from."""
 
 from __future__ import annotations
 
@@ -9,22 +10,27 @@ from typing import Any
 
 import kopf
 
-from llmaz.api import BackendRuntime, OpenModel
-from llmaz.operator.admission import backendruntime_problems, openmodel_defaults
+from llmaz.operator.admission import (
+    BACKENDRUNTIME_ARGS,
+    OPENMODEL_DEFAULTS,
+    backendruntime_problems,
+    openmodel_defaults,
+    webhook,
+)
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
 
-OPENMODEL_DEFAULTS = "openmodel-defaults"
-BACKENDRUNTIME_ARGS = "backendruntime-args"
-
 
 def register(registry: kopf.OperatorRegistry) -> None:
+    defaults = webhook(OPENMODEL_DEFAULTS)
+    args = webhook(BACKENDRUNTIME_ARGS)
+
     @kopf.on.mutate(
-        OpenModel.group,
-        OpenModel.version,
-        OpenModel.plural,
-        id=OPENMODEL_DEFAULTS,
-        operations=["CREATE", "UPDATE"],
+        defaults.api_group,
+        defaults.api_version,
+        defaults.resource,
+        id=defaults.handler_id,
+        operations=list(defaults.operations),
         registry=registry,
     )
     def openmodel(
@@ -37,11 +43,11 @@ def register(registry: kopf.OperatorRegistry) -> None:
             patch.setdefault(key, {}).update(value)
 
     @kopf.on.validate(
-        BackendRuntime.group,
-        BackendRuntime.version,
-        BackendRuntime.plural,
-        id=BACKENDRUNTIME_ARGS,
-        operations=["CREATE", "UPDATE"],
+        args.api_group,
+        args.api_version,
+        args.resource,
+        id=args.handler_id,
+        operations=list(args.operations),
         registry=registry,
     )
     def backendruntime(spec: kopf.Spec, **_: Any) -> None:
