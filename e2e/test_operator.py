@@ -281,7 +281,14 @@ def webhook_configurations(port: int, ca: bytes) -> list[dict[str, Any]]:
 
 
 @contextlib.contextmanager
-def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[Operator]:
+def running_operator(
+    cp: ControlPlane,
+    workdir: Path,
+    account: str,
+    prefix: tuple[str, ...] = (),
+    env_extra: dict[str, str] | None = None,
+) -> Iterator[Operator]:
+    """``prefix`` wraps the command (e.g. ``unshare``, which execs it: same pid); ``env_extra`` adds env."""
     kubeconfig = bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
@@ -309,6 +316,7 @@ def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[
     log = workdir / f"{account}.log"
     metrics_port, health_port = free_port(), free_port()
     command = [
+        *prefix,
         sys.executable,
         "-m",
         "llmaz.cli",
@@ -323,7 +331,7 @@ def running_operator(cp: ControlPlane, workdir: Path, account: str) -> Iterator[
         "--health-port",
         str(health_port),
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     with log.open("w") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
     op = Operator(

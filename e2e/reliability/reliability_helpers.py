@@ -1,0 +1,140 @@
+"""Oracles for the reliability scenarios: RELIABILITY.md's invariants as functions.
+
+The operator launcher, the ``get``/``condition`` readers and the audit-log parser are the ones
+``e2e/test_operator.py`` defines (imported, not copied). What is added here is what every fault
+scenario checks afterwards:
+
+* **C** converged: every Playground has its three children and a status for its current generation;
+* **U** unique: exactly one child per (Playground, role), nothing else in the namespace;
+* **O** no orphans: every child's controller ownerRef names a live owner UID;
+* **L** no lost write: the children carry the last spec the user wrote;
+* **Q** quiet: no operator writes in a window after convergence;
+* **H** healthy: the process the test started is still the one running, ``/healthz`` is ok, no traceback;
+* **S** secret-clean: a canary string appears nowhere the operator writes or serves.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from test_operator import (
+    Operator,
+    audit_writes,
+    condition,
+    get,
+    model,
+    playground,
+    running_operator,
+    wait_until,
+)
+
+from llmaz_devkit.cluster import ControlPlane
+
+__all__ = [
+    "Figures",
+    "Operator",
+    "audit_writes",
+    "check_healthy",
+    "check_unique_and_owned",
+    "converged",
+    "model",
+    "playground",
+    "rss_mib",
+    "running_operator",
+    "wait_until",
+]
+
+SETTLED = {"Available", "Pending"}
+"""Reasons a Playground settles on when its children exist (``Pending``: KWOK pods not yet Ready)."""
+
+
+def _items(cp: ControlPlane, kind: str, namespace: str) -> list[dict[str, Any]]:
+    return list((get(cp, kind, namespace) or {}).get("items", []))
+
+
+def converged(cp: ControlPlane, namespace: str, names: set[str]) -> bool:
+    """C: each Playground in ``names`` reports a settled reason for its current generation and its
+    inference Service and LWS exist; no Playground outside ``names`` is left."""
+    pls = {p["metadata"]["name"]: p for p in _items(cp, "playgrounds", namespace)}
+    if set(pls) != names:
+        return False
+    isvcs = {i["metadata"]["name"] for i in _items(cp, "services.inference.llmaz.io", namespace)}
+    lws = {item["metadata"]["name"] for item in _items(cp, "leaderworkersets", namespace)}
+    for name, pl in pls.items():
+        avail = condition(pl, "Available")
+        if avail.get("reason") not in SETTLED:
+            return False
+        if avail.get("observedGeneration") != pl["metadata"]["generation"]:
+            return False
+        if name not in isvcs or name not in lws:
+            return False
+    return True
+
+
+def check_unique_and_owned(cp: ControlPlane, namespace: str, names: set[str]) -> None:
+    """U and O: exactly the expected children, each with one controller ownerRef to a live UID."""
+    pls = {p["metadata"]["name"]: p["metadata"]["uid"] for p in _items(cp, "playgrounds", namespace)}
+    isvcs = _items(cp, "services.inference.llmaz.io", namespace)
+    lws = _items(cp, "leaderworkersets", namespace)
+    lbs = [s for s in _items(cp, "services", namespace) if s["metadata"]["name"].endswith("-lb")]
+    assert sorted(i["metadata"]["name"] for i in isvcs) == sorted(names), "inference Services"
+    assert sorted(item["metadata"]["name"] for item in lws) == sorted(names), "LeaderWorkerSets"
+    assert sorted(s["metadata"]["name"] for s in lbs) == sorted(f"{n}-lb" for n in names), "-lb Services"
+    isvc_uids = {i["metadata"]["name"]: i["metadata"]["uid"] for i in isvcs}
+    for child, owners in [(i, pls) for i in isvcs] + [(c, isvc_uids) for c in lws + lbs]:
+        refs = [r for r in child["metadata"].get("ownerReferences", []) if r.get("controller")]
+        assert len(refs) == 1, f"{child['metadata']['name']}: controller refs {refs}"
+        owner = child["metadata"]["name"].removesuffix("-lb")
+        assert refs[0]["uid"] == owners.get(owner), f"{child['metadata']['name']} is orphaned: {refs[0]}"
+
+
+def check_healthy(op: Operator) -> None:
+    """H: still running, ``/healthz`` ok, no traceback in the log."""
+    assert op.proc.poll() is None, f"the operator exited: {op.proc.returncode}\n{op.log.read_text()[-3000:]}"
+    assert op.http(op.health_port, "/healthz") == (200, "ok\n")
+    text = op.log.read_text()
+    assert "Traceback" not in text, text[-4000:]
+
+
+def rss_mib(op: Operator) -> float:
+    """Resident memory of the operator process (``VmRSS`` from ``/proc``), MiB."""
+    for line in Path(f"/proc/{op.proc.pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS line")
+
+
+def lws_arg(cp: ControlPlane, namespace: str, name: str) -> list[str]:
+    """The leader/worker container args the LWS carries (to see which spec was rendered)."""
+    lws = get(cp, f"leaderworkerset/{name}", namespace) or {}
+    spec = lws.get("spec", {}).get("leaderWorkerTemplate", {}).get("workerTemplate", {}).get("spec", {})
+    containers = spec.get("containers") or [{}]
+    return list(containers[0].get("args") or [])
+
+
+def operator_audit_bodies(cp: ControlPlane, user: str) -> str:
+    """Every audit entry made by ``user``, as text (bodies too, if the policy ever logs them)."""
+    with cp.audit_log.open() as log:
+        return "\n".join(line for line in log if (json.loads(line).get("user") or {}).get("username") == user)
+
+
+@dataclass
+class Figures:
+    """Measured figures a scenario reports (printed; collected into docs/development/reliability.md)."""
+
+    scenario: str
+    values: dict[str, str] = field(default_factory=dict)
+
+    def add(self, key: str, value: float | int | str, unit: str = "") -> None:
+        self.values[key] = f"{value:.1f}{unit}" if isinstance(value, float) else f"{value}{unit}"
+
+    def report(self) -> None:
+        print(f"\nRELIABILITY {self.scenario}: " + ", ".join(f"{k}={v}" for k, v in self.values.items()))
+
+
+def elapsed(start: float) -> float:
+    return time.monotonic() - start
