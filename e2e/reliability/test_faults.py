@@ -20,40 +20,26 @@ from pathlib import Path
 import pytest
 from reliability_helpers import (
     Figures,
-    Operator,
     audit_writes,
     check_healthy,
     check_unique_and_owned,
     converged,
     elapsed,
     get,
+    leading_operator,
     lws_arg,
     model,
     operator_audit_bodies,
     playground,
     rss_mib,
-    running_operator,
     wait_until,
 )
 
 from llmaz.loader.layout import ENV_HF_TOKEN, HUB_SECRET
 from llmaz_devkit.cluster import ControlPlane
 
-ACCOUNT = "llmaz-operator-reliability"
 T_CONV = 120.0
 """Generous convergence bound for 2 shared CPUs (RELIABILITY.md's 30 s is for an idle machine)."""
-
-
-def start(cp: ControlPlane, workdir: Path, **kwargs: object) -> tuple[Operator, object]:
-    """Start an operator and wait until it leads; returns it and its context (to close)."""
-    ctx = running_operator(cp, workdir, ACCOUNT, **kwargs)  # type: ignore[arg-type]
-    op = ctx.__enter__()
-    wait_until(op.ready, "the operator to lead", 60, op.log)
-    return op, ctx
-
-
-def stop(ctx: object) -> None:
-    ctx.__exit__(None, None, None)  # type: ignore[attr-defined]
 
 
 def child_writes(cp: ControlPlane, user: str, since: float, namespace: str) -> list[str]:
@@ -75,23 +61,19 @@ def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_
     cp, fig = control_plane, Figures("sigkill-mid-reconcile")
     names = {f"p{i:02d}" for i in range(30)}
     cp.apply([model("qwen-rel-kill")])
-    op, ctx = start(cp, tmp_path / "first")
-    try:
+    with leading_operator(cp, tmp_path / "first") as op:
         cp.apply([playground(n, namespace, "qwen-rel-kill") for n in sorted(names)])
 
-        def some_but_not_all() -> int:
+        def first_children() -> int:
             n = len((get(cp, "leaderworkersets", namespace) or {}).get("items", []))
             return n if n >= 1 else 0
 
-        done = wait_until(some_but_not_all, "the first children", 60, op.log)
+        done = wait_until(first_children, "the first children", 60, op.log)
         op.stop(signal.SIGKILL)
         killed = time.monotonic()
-    finally:
-        stop(ctx)
     fig.add("children before kill", f"{done}/30")
     since = time.time()
-    op, ctx = start(cp, tmp_path / "second")
-    try:
+    with leading_operator(cp, tmp_path / "second") as op:
         fig.add("lease retaken", elapsed(killed), " s")
         wait_until(lambda: converged(cp, namespace, names), "30 Playgrounds converged", T_CONV, op.log)
         fig.add("time to converge after kill", elapsed(killed), " s")
@@ -104,8 +86,6 @@ def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_
         check_unique_and_owned(cp, namespace, names)
         check_healthy(op)
         fig.add("RSS", rss_mib(op), " MiB")
-    finally:
-        stop(ctx)
     fig.report()
 
 
@@ -114,8 +94,7 @@ def test_apiserver_restart_operator_stays_up_and_converges(
 ) -> None:
     cp, fig = control_plane, Figures("apiserver-restart")
     cp.apply([model("qwen-rel-api"), playground("before", namespace, "qwen-rel-api")])
-    op, ctx = start(cp, tmp_path)
-    try:
+    with leading_operator(cp, tmp_path) as op:
         wait_until(lambda: converged(cp, namespace, {"before"}), "converged before", T_CONV, op.log)
         pid = op.proc.pid
         log_lines = len(op.log.read_text().splitlines())
@@ -142,8 +121,6 @@ def test_apiserver_restart_operator_stays_up_and_converges(
         fig.add("log lines during outage+recovery", new_lines)
         assert new_lines <= max(30, int(elapsed(began)) * 2), op.log.read_text()[-3000:]
         fig.add("RSS", rss_mib(op), " MiB")
-    finally:
-        stop(ctx)
     fig.report()
 
 
@@ -159,8 +136,7 @@ def test_canary_hub_token_appears_only_in_its_secret(
         "data": {ENV_HF_TOKEN: base64.b64encode(canary.encode()).decode()},
     }
     cp.apply([secret, model("qwen-rel-canary"), playground("canary", namespace, "qwen-rel-canary")])
-    op, ctx = start(cp, tmp_path)
-    try:
+    with leading_operator(cp, tmp_path) as op:
         wait_until(lambda: converged(cp, namespace, {"canary"}), "converged", T_CONV, op.log)
         lws = json.dumps(get(cp, "leaderworkerset/canary", namespace))
         assert HUB_SECRET in lws, "the loader no longer references the hub Secret: the scan proves nothing"
@@ -180,8 +156,6 @@ def test_canary_hub_token_appears_only_in_its_secret(
         assert leaks == [], f"the canary token leaked into {leaks}"
         fig.add("places scanned", len(places))
         check_healthy(op)
-    finally:
-        stop(ctx)
     fig.report()
 
 
@@ -195,13 +169,10 @@ def test_operator_down_while_users_create_edit_delete_converges_to_the_final_sta
     cp, fig = control_plane, Figures("operator-down")
     cp.apply([model("qwen-rel-down")])
     first = {f"old{i}" for i in range(6)}
-    op, ctx = start(cp, tmp_path / "first")
-    try:
+    with leading_operator(cp, tmp_path / "first") as op:
         cp.apply([playground(n, namespace, "qwen-rel-down") for n in sorted(first)])
         wait_until(lambda: converged(cp, namespace, first), "first converged", T_CONV, op.log)
         assert op.stop(signal.SIGTERM) == 0
-    finally:
-        stop(ctx)
     # while nobody reconciles: create 4, edit 3 twice (only the last edit counts), delete 2, one of
     # them after deleting its LWS by hand
     created = {f"new{i}" for i in range(4)}
@@ -214,8 +185,7 @@ def test_operator_down_while_users_create_edit_delete_converges_to_the_final_sta
     final = (first - {"old4", "old5"}) | created
     since = time.time()
     began = time.monotonic()
-    op, ctx = start(cp, tmp_path / "second")
-    try:
+    with leading_operator(cp, tmp_path / "second") as op:
 
         def final_state() -> bool:
             return converged(cp, namespace, final) and all(
@@ -239,8 +209,6 @@ def test_operator_down_while_users_create_edit_delete_converges_to_the_final_sta
         fig.add("operator writes to converge", len(audit_writes(cp, op.user, since)))
         check_healthy(op)
         fig.add("RSS", rss_mib(op), " MiB")
-    finally:
-        stop(ctx)
     fig.report()
 
 
@@ -263,7 +231,8 @@ def test_read_only_root_filesystem_starts_and_reconciles(
         text=True,
         check=False,
     )
-    assert probe.returncode != 0 and "Read-only file system" in probe.stderr, probe
+    assert probe.returncode != 0, probe
+    assert "Read-only file system" in probe.stderr, probe
     prefix = ("unshare", "-rm", "sh", "-c", script, "ro-root")
     env = {
         "SCRATCH": str(scratch),
@@ -273,8 +242,7 @@ def test_read_only_root_filesystem_starts_and_reconciles(
     }
     cp.apply([model("qwen-rel-ro"), playground("ro", namespace, "qwen-rel-ro")])
     began = time.monotonic()
-    op, ctx = start(cp, tmp_path, prefix=prefix, env_extra=env)
-    try:
+    with leading_operator(cp, tmp_path, prefix=prefix, env_extra=env) as op:
         wait_until(
             lambda: converged(cp, namespace, {"ro"}), "converged under a read-only root", T_CONV, op.log
         )
@@ -282,8 +250,6 @@ def test_read_only_root_filesystem_starts_and_reconciles(
         check_unique_and_owned(cp, namespace, {"ro"})
         check_healthy(op)
         fig.add("RSS", rss_mib(op), " MiB")
-    finally:
-        stop(ctx)
     fig.report()
 
 
@@ -293,8 +259,7 @@ def test_hung_apiserver_operator_recovers_by_itself(
 ) -> None:
     cp, fig = control_plane, Figures("hung-apiserver")
     cp.apply([model("qwen-rel-hung"), playground("a", namespace, "qwen-rel-hung")])
-    op, ctx = start(cp, tmp_path)
-    try:
+    with leading_operator(cp, tmp_path) as op:
         wait_until(lambda: converged(cp, namespace, {"a"}), "converged before", T_CONV, op.log)
         cp.kill_component("apiserver", signal.SIGSTOP)
         try:
@@ -308,6 +273,4 @@ def test_hung_apiserver_operator_recovers_by_itself(
         check_unique_and_owned(cp, namespace, {"a", "b"})
         check_healthy(op)
         fig.add("RSS", rss_mib(op), " MiB")
-    finally:
-        stop(ctx)
     fig.report()
