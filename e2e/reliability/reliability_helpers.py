@@ -49,6 +49,7 @@ __all__ = [
     "playground",
     "rss_mib",
     "running_operator",
+    "wait_converged",
     "wait_until",
 ]
 
@@ -77,23 +78,45 @@ def _items(cp: ControlPlane, kind: str, namespace: str) -> list[dict[str, Any]]:
     return list((get(cp, kind, namespace) or {}).get("items", []))
 
 
-def converged(cp: ControlPlane, namespace: str, names: set[str]) -> bool:
-    """C: each Playground in ``names`` reports a settled reason for its current generation and its
-    inference Service and LWS exist; no Playground outside ``names`` is left."""
+def convergence_gap(cp: ControlPlane, namespace: str, names: set[str]) -> str:
+    """What keeps C from holding ("" once it holds): each Playground in ``names`` reports a settled
+    reason for its current generation and its inference Service and LWS exist; no other is left."""
     pls = {p["metadata"]["name"]: p for p in _items(cp, "playgrounds", namespace)}
     if set(pls) != names:
-        return False
+        return f"Playgrounds {sorted(pls)} != {sorted(names)}"
     isvcs = {i["metadata"]["name"] for i in _items(cp, "services.inference.llmaz.io", namespace)}
     lws = {item["metadata"]["name"] for item in _items(cp, "leaderworkersets", namespace)}
-    for name, pl in pls.items():
+    for name, pl in sorted(pls.items()):
         avail = condition(pl, "Available")
         if avail.get("reason") not in SETTLED:
-            return False
+            return f"{name}: Available={avail}"
         if avail.get("observedGeneration") != pl["metadata"]["generation"]:
-            return False
+            seen, generation = avail.get("observedGeneration"), pl["metadata"]["generation"]
+            return f"{name}: observedGeneration {seen} != generation {generation}"
         if name not in isvcs or name not in lws:
-            return False
-    return True
+            return f"{name}: inference Service present={name in isvcs}, LWS present={name in lws}"
+    return ""
+
+
+def converged(cp: ControlPlane, namespace: str, names: set[str]) -> bool:
+    """C holds (see :func:`convergence_gap`)."""
+    return not convergence_gap(cp, namespace, names)
+
+
+def wait_converged(cp: ControlPlane, namespace: str, names: set[str], op: Operator, timeout: float) -> None:
+    """Wait for C; on timeout the failure names what was still missing."""
+    gap = ["not checked"]
+
+    def check() -> bool:
+        gap[0] = convergence_gap(cp, namespace, names)
+        return not gap[0]
+
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            tail = "\n".join(op.log.read_text().splitlines()[-30:])
+            raise AssertionError(f"not converged after {timeout:.0f}s: {gap[0]}\noperator log:\n{tail}")
+        time.sleep(0.5)
 
 
 def check_unique_and_owned(cp: ControlPlane, namespace: str, names: set[str]) -> None:

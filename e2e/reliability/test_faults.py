@@ -32,6 +32,7 @@ from reliability_helpers import (
     operator_audit_bodies,
     playground,
     rss_mib,
+    wait_converged,
     wait_until,
 )
 
@@ -75,7 +76,7 @@ def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_
     since = time.time()
     with leading_operator(cp, tmp_path / "second") as op:
         fig.add("lease retaken", elapsed(killed), " s")
-        wait_until(lambda: converged(cp, namespace, names), "30 Playgrounds converged", T_CONV, op.log)
+        wait_converged(cp, namespace, names, op, T_CONV)
         fig.add("time to converge after kill", elapsed(killed), " s")
         check_unique_and_owned(cp, namespace, names)
         fig.add("operator writes after restart", len(audit_writes(cp, op.user, since)))
@@ -95,7 +96,7 @@ def test_apiserver_restart_operator_stays_up_and_converges(
     cp, fig = control_plane, Figures("apiserver-restart")
     cp.apply([model("qwen-rel-api"), playground("before", namespace, "qwen-rel-api")])
     with leading_operator(cp, tmp_path) as op:
-        wait_until(lambda: converged(cp, namespace, {"before"}), "converged before", T_CONV, op.log)
+        wait_converged(cp, namespace, {"before"}, op, T_CONV)
         pid = op.proc.pid
         log_lines = len(op.log.read_text().splitlines())
         began = time.monotonic()
@@ -137,7 +138,7 @@ def test_canary_hub_token_appears_only_in_its_secret(
     }
     cp.apply([secret, model("qwen-rel-canary"), playground("canary", namespace, "qwen-rel-canary")])
     with leading_operator(cp, tmp_path) as op:
-        wait_until(lambda: converged(cp, namespace, {"canary"}), "converged", T_CONV, op.log)
+        wait_converged(cp, namespace, {"canary"}, op, T_CONV)
         lws = json.dumps(get(cp, "leaderworkerset/canary", namespace))
         assert HUB_SECRET in lws, "the loader no longer references the hub Secret: the scan proves nothing"
         live = get(cp, f"secret/{HUB_SECRET}", namespace) or {}
@@ -171,7 +172,7 @@ def test_operator_down_while_users_create_edit_delete_converges_to_the_final_sta
     first = {f"old{i}" for i in range(6)}
     with leading_operator(cp, tmp_path / "first") as op:
         cp.apply([playground(n, namespace, "qwen-rel-down") for n in sorted(first)])
-        wait_until(lambda: converged(cp, namespace, first), "first converged", T_CONV, op.log)
+        wait_converged(cp, namespace, first, op, T_CONV)
         assert op.stop(signal.SIGTERM) == 0
     # while nobody reconciles: create 4, edit 3 twice (only the last edit counts), delete 2, one of
     # them after deleting its LWS by hand
@@ -243,9 +244,7 @@ def test_read_only_root_filesystem_starts_and_reconciles(
     cp.apply([model("qwen-rel-ro"), playground("ro", namespace, "qwen-rel-ro")])
     began = time.monotonic()
     with leading_operator(cp, tmp_path, prefix=prefix, env_extra=env) as op:
-        wait_until(
-            lambda: converged(cp, namespace, {"ro"}), "converged under a read-only root", T_CONV, op.log
-        )
+        wait_converged(cp, namespace, {"ro"}, op, T_CONV)
         fig.add("start to converged", elapsed(began), " s")
         check_unique_and_owned(cp, namespace, {"ro"})
         check_healthy(op)
@@ -260,7 +259,7 @@ def test_hung_apiserver_operator_recovers_by_itself(
     cp, fig = control_plane, Figures("hung-apiserver")
     cp.apply([model("qwen-rel-hung"), playground("a", namespace, "qwen-rel-hung")])
     with leading_operator(cp, tmp_path) as op:
-        wait_until(lambda: converged(cp, namespace, {"a"}), "converged before", T_CONV, op.log)
+        wait_converged(cp, namespace, {"a"}, op, T_CONV)
         cp.kill_component("apiserver", signal.SIGSTOP)
         try:
             time.sleep(10)
@@ -268,7 +267,7 @@ def test_hung_apiserver_operator_recovers_by_itself(
             cp.kill_component("apiserver", signal.SIGCONT)
         began = time.monotonic()
         cp.apply([playground("b", namespace, "qwen-rel-hung")])
-        wait_until(lambda: converged(cp, namespace, {"a", "b"}), "converged after", T_CONV, op.log)
+        wait_converged(cp, namespace, {"a", "b"}, op, T_CONV)
         fig.add("time to converge after SIGCONT", elapsed(began), " s")
         check_unique_and_owned(cp, namespace, {"a", "b"})
         check_healthy(op)
