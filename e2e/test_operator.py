@@ -287,8 +287,10 @@ def running_operator(
     account: str,
     prefix: tuple[str, ...] = (),
     env_extra: dict[str, str] | None = None,
+    lease: dict[str, int] | None = None,
 ) -> Iterator[Operator]:
-    """``prefix`` wraps the command (e.g. ``unshare``, which execs it: same pid); ``env_extra`` adds env."""
+    """``prefix`` wraps the command (e.g. ``unshare``, which execs it: same pid); ``env_extra`` adds env;
+    ``lease`` overrides the (short, for fast takeover) leader-election timings."""
     kubeconfig = bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
@@ -309,6 +311,7 @@ def running_operator(
                     "leaseDurationSeconds": 4,
                     "renewDeadlineSeconds": 3,
                     "retryPeriodSeconds": 1,
+                    **(lease or {}),
                 },
             }
         )

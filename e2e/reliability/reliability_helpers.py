@@ -37,6 +37,7 @@ from test_operator import (
 from llmaz_devkit.cluster import ControlPlane
 
 __all__ = [
+    "OUTLASTING_LEASE",
     "Figures",
     "Operator",
     "audit_writes",
@@ -63,12 +64,17 @@ def leading_operator(
     *,
     prefix: tuple[str, ...] = (),
     env_extra: dict[str, str] | None = None,
+    lease: dict[str, int] | None = None,
 ) -> Iterator[Operator]:
     """An operator process that holds the Lease (killed on exit if still running)."""
-    with running_operator(cp, workdir, ACCOUNT, prefix, env_extra) as op:
+    with running_operator(cp, workdir, ACCOUNT, prefix, env_extra, lease) as op:
         wait_until(op.ready, "the operator to lead", 60, op.log)
         yield op
 
+
+OUTLASTING_LEASE = {"leaseDurationSeconds": 40, "renewDeadlineSeconds": 30, "retryPeriodSeconds": 2}
+"""Lease timings longer than an API-server outage of the scenarios: a leader that cannot renew for
+``renewDeadlineSeconds`` exits with status 1 by design (the pod restarts), so "stays up" needs this."""
 
 SETTLED = {"Available", "Pending"}
 """Reasons a Playground settles on when its children exist (``Pending``: KWOK pods not yet Ready)."""

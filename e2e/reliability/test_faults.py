@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from reliability_helpers import (
+    OUTLASTING_LEASE,
     Figures,
     audit_writes,
     check_healthy,
@@ -95,7 +96,7 @@ def test_apiserver_restart_operator_stays_up_and_converges(
 ) -> None:
     cp, fig = control_plane, Figures("apiserver-restart")
     cp.apply([model("qwen-rel-api"), playground("before", namespace, "qwen-rel-api")])
-    with leading_operator(cp, tmp_path) as op:
+    with leading_operator(cp, tmp_path, lease=OUTLASTING_LEASE) as op:
         wait_converged(cp, namespace, {"before"}, op, T_CONV)
         pid = op.proc.pid
         log_lines = len(op.log.read_text().splitlines())
@@ -258,7 +259,7 @@ def test_hung_apiserver_operator_recovers_by_itself(
 ) -> None:
     cp, fig = control_plane, Figures("hung-apiserver")
     cp.apply([model("qwen-rel-hung"), playground("a", namespace, "qwen-rel-hung")])
-    with leading_operator(cp, tmp_path) as op:
+    with leading_operator(cp, tmp_path, lease=OUTLASTING_LEASE) as op:
         wait_converged(cp, namespace, {"a"}, op, T_CONV)
         cp.kill_component("apiserver", signal.SIGSTOP)
         try:
