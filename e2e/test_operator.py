@@ -285,6 +285,7 @@ def running_operator(
     cp: ControlPlane,
     workdir: Path,
     account: str,
+    *,
     prefix: tuple[str, ...] = (),
     env_extra: dict[str, str] | None = None,
     lease: dict[str, int] | None = None,

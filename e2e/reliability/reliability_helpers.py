@@ -67,7 +67,7 @@ def leading_operator(
     lease: dict[str, int] | None = None,
 ) -> Iterator[Operator]:
     """An operator process that holds the Lease (killed on exit if still running)."""
-    with running_operator(cp, workdir, ACCOUNT, prefix, env_extra, lease) as op:
+    with running_operator(cp, workdir, ACCOUNT, prefix=prefix, env_extra=env_extra, lease=lease) as op:
         wait_until(op.ready, "the operator to lead", 60, op.log)
         yield op
 
