@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -66,10 +67,15 @@ def leading_operator(
     env_extra: dict[str, str] | None = None,
     lease: dict[str, int] | None = None,
 ) -> Iterator[Operator]:
-    """An operator process that holds the Lease (killed on exit if still running)."""
+    """An operator process that holds the Lease. On exit it gets SIGTERM, so it hands the Lease over
+    and the next operator (another scenario, or ``e2e/test_operator.py``'s) need not wait it out."""
     with running_operator(cp, workdir, ACCOUNT, prefix=prefix, env_extra=env_extra, lease=lease) as op:
-        wait_until(op.ready, "the operator to lead", 60, op.log)
-        yield op
+        try:
+            wait_until(op.ready, "the operator to lead", 60, op.log)
+            yield op
+        finally:
+            if op.proc.poll() is None:
+                op.stop(signal.SIGTERM, timeout=40)
 
 
 OUTLASTING_LEASE = {"leaseDurationSeconds": 40, "renewDeadlineSeconds": 30, "retryPeriodSeconds": 2}
