@@ -88,6 +88,19 @@ def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_
         check_unique_and_owned(cp, namespace, names)
         check_healthy(op)
         fig.add("RSS", rss_mib(op), " MiB")
+        # D, while this operator still runs: all 30 go, children with them
+        began = time.monotonic()
+        cp.kubectl("delete", "playgrounds", "--all", "-n", namespace, "--wait=false")
+        wait_until(
+            lambda: (
+                not (get(cp, "playgrounds", namespace) or {}).get("items")
+                and not (get(cp, "leaderworkersets", namespace) or {}).get("items")
+            ),
+            "30 Playgrounds and their LWS deleted",
+            90,
+            op.log,
+        )
+        fig.add("time to delete all 30", elapsed(began), " s")
     fig.report()
 
 
