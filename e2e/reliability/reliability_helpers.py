@@ -156,7 +156,10 @@ def check_healthy(op: Operator, injected_error: str = "") -> None:
     assert op.proc.poll() is None, f"the operator exited: {op.proc.returncode}\n{op.log.read_text()[-3000:]}"
     wait_until(lambda: op.http(op.health_port, "/healthz") == (200, "ok\n"), "/healthz ok", 15, op.log)
     text = op.log.read_text()
-    tracebacks = text.count("Traceback (most recent call last)")
+    chained = text.count("The above exception was the direct cause") + text.count(
+        "During handling of the above"
+    )
+    tracebacks = text.count("Traceback (most recent call last)") - chained  # one per logged error
     injected = (
         sum(1 for line in text.splitlines() if line.startswith(f"{injected_error}:")) if injected_error else 0
     )
