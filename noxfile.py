@@ -132,6 +132,14 @@ def e2e(session: nox.Session) -> None:
 
 
 @nox.session(default=False)
+def reliability(session: nox.Session) -> None:
+    """The full reliability set (the default e2e run has only its fast subset)."""
+    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    env = {"LLMAZ_RELIABILITY": "all"}
+    session.run(PY, "-m", "pytest", "e2e/reliability", "-m", "reliability", *session.posargs, env=env)
+
+
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """Benchmarks (not tests; numbers go to docs/development/benchmarks.md): nox -s bench."""
     session.run(PY, "benchmarks/render_bench.py", *session.posargs)

@@ -246,10 +246,16 @@ def running_operator(
     account: str,
     extra_config: dict[str, Any] | None = None,
     kubeconfig: Path | None = None,
+    *,
+    prefix: tuple[str, ...] = (),
+    env_extra: dict[str, str] | None = None,
+    lease: dict[str, int] | None = None,
 ) -> Iterator[Operator]:
     """``llmaz operator run`` as a local process as ServiceAccount ``account`` of SA_NAMESPACE:
     ``kubeconfig`` when given (a chart release's), else a fresh account bound to exactly RULES;
-    ``extra_config`` is merged into its config file (top-level keys replace the defaults)."""
+    ``extra_config`` is merged into its config file (top-level keys replace the defaults);
+    ``prefix`` wraps the command (e.g. ``unshare``, which execs it: same pid); ``env_extra`` adds
+    env; ``lease`` overrides the (short, for fast takeover) leader-election timings."""
     kubeconfig = kubeconfig or bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
@@ -270,6 +276,7 @@ def running_operator(
                     "leaseDurationSeconds": 4,
                     "renewDeadlineSeconds": 3,
                     "retryPeriodSeconds": 1,
+                    **(lease or {}),
                 },
                 **(extra_config or {}),
             }
@@ -278,6 +285,7 @@ def running_operator(
     log = workdir / f"{account}.log"
     metrics_port, health_port = free_port(), free_port()
     command = [
+        *prefix,
         sys.executable,
         "-m",
         "llmaz.cli",
@@ -292,7 +300,7 @@ def running_operator(
         "--health-port",
         str(health_port),
     ]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     with log.open("w") as sink:
         proc = subprocess.Popen(command, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, env=env)
     op = Operator(

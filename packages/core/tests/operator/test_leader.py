@@ -83,3 +83,26 @@ def test_renewals_keep_a_standby_out_and_release_hands_over_at_once() -> None:
     assert server.lease is not None
     assert server.lease["spec"]["holderIdentity"] == ""
     assert b.try_acquire_or_renew()
+
+
+def test_an_unreachable_api_server_is_a_transient_oserror_not_a_transport_exception() -> None:
+    """A refused connection (the API server restarting) surfaces as ``KubeUnreachable``, an
+    ``OSError``, which the Lease loops and handlers treat as transient. urllib3's ``MaxRetryError``
+    escaped them before and crashed the operator on an apiserver restart."""
+    import socket
+
+    import pytest
+    from kubernetes import client
+
+    from llmaz.operator.kube import Kube, KubeUnreachable
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    kube = Kube(client.ApiClient(cfg))
+    with pytest.raises(KubeUnreachable, match=r"GET /apis/coordination.k8s.io/v1/leases: ") as err:
+        kube.request("GET", "/apis/coordination.k8s.io/v1/leases")
+    assert isinstance(err.value, OSError)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import urllib3
 from kubernetes import client, config
 
 from llmaz.api.conventions import MANAGER
@@ -60,6 +61,14 @@ class KubeError(RuntimeError):
         super().__init__(f"{method} {path}: HTTP {status}: {message}")
         self.status = status
         self.message = message
+
+
+class KubeUnreachable(ConnectionError):
+    """The API server did not answer (refused, reset, timed out after the transport's retries).
+
+    An ``OSError``, so every ``except (KubeError, OSError)`` treats it as the transient fault it is;
+    urllib3's own ``MaxRetryError`` is not one, and escaped the Lease renewal loop (issue 16).
+    """
 
 
 @dataclass(frozen=True)
@@ -144,9 +153,12 @@ class Kube:
         )
         m, url, hdrs, _, _ = serialized
         # a dict body is JSON-encoded by the transport for JSON and YAML (apply) content types alike
-        response = self.api.rest_client.request(  # type: ignore[no-untyped-call]
-            m, url, headers=hdrs, body=body, _request_timeout=30
-        )
+        try:
+            response = self.api.rest_client.request(  # type: ignore[no-untyped-call]
+                m, url, headers=hdrs, body=body, _request_timeout=30
+            )
+        except urllib3.exceptions.HTTPError as err:
+            raise KubeUnreachable(f"{method} {path}: {err}") from err
         data = response.read() if hasattr(response, "read") else response.data
         text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
         if method != "GET" and self._on_write is not None:
