@@ -45,6 +45,7 @@ from llmaz.loader.layout import IMAGE_REPOSITORY
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
+from llmaz_devkit.repo import repo_root
 
 CHART_DIR = Path("charts/llmaz")
 LWS_VERSION = "v0.9.0"
@@ -637,14 +638,6 @@ def check(root: Path, files: dict[Path, str]) -> list[str]:
     return problems
 
 
-def _find_repo_root() -> Path:
-    for start in (Path.cwd(), Path(__file__).resolve()):
-        for candidate in (start, *start.parents):
-            if (candidate / CHART_DIR / "Chart.yaml").is_file():
-                return candidate
-    raise FileNotFoundError("run llmaz_devkit.chartgen from a checkout of the llmaz repository")
-
-
 # --------------------------------------------------------------------------------------------------
 # Assembling the chart with its dependencies for offline tests
 
@@ -678,7 +671,7 @@ def assemble(dest: Path, gomodcache: Path | None = None, *, source: Path | None 
     tools are built); the dependencies that cannot be had offline get an empty stand-in chart with
     the real name and version, so they must stay disabled in tests.
     """
-    src = source or (_find_repo_root() / CHART_DIR)
+    src = source or (repo_root() / CHART_DIR)
     chart = dest / "llmaz"
     shutil.copytree(src, chart, ignore=shutil.ignore_patterns("tests", "__snapshot__"))
     meta = yaml.safe_load((src / "Chart.yaml").read_text())
@@ -730,7 +723,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.assemble:
         print(assemble(args.assemble, args.gomodcache))
         return 0
-    root = _find_repo_root()
+    root = repo_root()
     files = generate()
     if args.check:
         problems = check(root, files)
