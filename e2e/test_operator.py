@@ -429,6 +429,44 @@ def test_deleting_a_playground_removes_every_child(
         )
 
 
+def _renamed_copy(live: dict[str, Any], name: str) -> dict[str, Any]:
+    """``live`` under another name, owner references and labels kept: what an older operator
+    version that named its children differently would have left behind."""
+    meta = live["metadata"]
+    spec = dict(live.get("spec") or {})
+    for server_set in ("clusterIP", "clusterIPs"):
+        spec.pop(server_set, None)
+    return {
+        "apiVersion": live["apiVersion"],
+        "kind": live["kind"],
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": meta.get("labels") or {},
+            "ownerReferences": meta["ownerReferences"],
+        },
+        "spec": spec,
+    }
+
+
+def test_children_the_render_no_longer_produces_are_pruned(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    cp.apply([model("qwen-p"), playground("prune", namespace, "qwen-p")])
+    wait_until(lambda: reason(cp, "pl/prune", namespace) == "Available", "Available", 60, operator.log)
+    stale = {
+        "isvc/prune-v0": get(cp, "isvc/prune", namespace),
+        "leaderworkerset/prune-v0": get(cp, "leaderworkerset/prune", namespace),
+        "service/prune-v0-lb": get(cp, "service/prune-lb", namespace),
+    }
+    cp.apply([_renamed_copy(live, what.split("/")[1]) for what, live in stale.items() if live])
+    for what in stale:
+        wait_until(lambda w=what: get(cp, w, namespace) is None, f"{what} pruned", 30, operator.log)
+    for kept in ("isvc/prune", "leaderworkerset/prune", "service/prune-lb"):
+        assert get(cp, kept, namespace) is not None, f"{kept} was pruned with the stale copies"
+    assert reason(cp, "pl/prune", namespace) == "Available"
+
+
 def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, namespace: str) -> None:
     bad = {
         "apiVersion": API,
@@ -525,55 +563,19 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     assert operator.http(operator.health_port, "/healthz") == (200, "ok\n")
 
 
-_GET_OR_DELETE_ONLY = (
-    "kopf reads through list+watch and server-side apply answers; children are removed by the "
-    "garbage collector"
-)
 UNUSED_IN_THIS_RUN: dict[tuple[str, str, str], str] = {
     # Checked by the API server inside admission, never a request of its own: OwnerReferences-
     # PermissionEnforcement authorizes `update` on the owner's finalizers for blockOwnerDeletion.
     ("inference.llmaz.io", "playgrounds/finalizers", "update"): "authorized in admission, not audited",
     ("inference.llmaz.io", "services/finalizers", "update"): "authorized in admission, not audited",
-    # DRA mode is off in these scenarios (its own suite covers it).
+    # DRA mode is off in these scenarios (e2e/test_dra.py covers it).
     **{
-        # (claim templates are listed and watched as children; nothing writes one with DRA off)
         ("resource.k8s.io", "resourceclaimtemplates", v): "DRA mode off"
-        for v in ("get", "create", "patch", "delete")
+        for v in ("create", "patch", "delete")
     },
-    **{("resource.k8s.io", "resourceclaims", v): "DRA mode off" for v in ("get", "list", "watch")},
-    # The operator posts core/v1 Events (create); repeats of one transition are rare in a short run.
-    ("", "events", "patch"): "no repeated status transition in this run",
-    ("events.k8s.io", "events", "create"): "granted for clients that post events.k8s.io Events; "
-    "this operator posts core/v1 Events (candidate for removal from RULES)",
-    ("events.k8s.io", "events", "patch"): "as above",
-    # OWN grants whose verbs these scenarios never need. The lead decides whether RULES should shrink;
-    # until then they are listed here rather than silently ignored.
-    (
-        "inference.llmaz.io",
-        "playgrounds",
-        "create",
-    ): "the operator never creates Playgrounds (OWN over-grants)",
-    ("inference.llmaz.io", "playgrounds", "patch"): "Playground status goes through /status",
-    ("inference.llmaz.io", "playgrounds", "delete"): "users delete Playgrounds",
-    ("inference.llmaz.io", "services", "delete"): _GET_OR_DELETE_ONLY,
-    ("inference.llmaz.io", "backendruntimes", "delete"): "no plugin is uninstalled during the run",
-    ("leaderworkerset.x-k8s.io", "leaderworkersets", "delete"): _GET_OR_DELETE_ONLY,
-    ("", "services", "delete"): _GET_OR_DELETE_ONLY,
-    **{
-        (g, r, "get"): _GET_OR_DELETE_ONLY
-        for g, r in (
-            ("llmaz.io", "openmodels"),
-            ("inference.llmaz.io", "playgrounds"),
-            ("inference.llmaz.io", "services"),
-            ("inference.llmaz.io", "backendruntimes"),
-            ("leaderworkerset.x-k8s.io", "leaderworkersets"),
-            ("", "services"),
-            ("autoscaling", "horizontalpodautoscalers"),
-        )
-    },
+    **{("resource.k8s.io", "resourceclaims", v): "DRA mode off" for v in ("list", "watch")},
 }
-"""Grants of RULES this module's scenarios never use, each with why (see the report: several look
-like over-grants of RULES)."""
+"""Grants of RULES these scenarios cannot use, each with why. Nothing else may be granted and unused."""
 
 
 def _integration_grants() -> set[tuple[str, str, str]]:
@@ -589,14 +591,12 @@ def _integration_grants() -> set[tuple[str, str, str]]:
 
 
 MAY_GO_EITHER_WAY = {
-    ("", "pods", "get"),
     ("coordination.k8s.io", "leases", "create"),
     ("inference.llmaz.io", "backendruntimes", "create"),
     ("inference.llmaz.io", "backendruntimes", "patch"),
 }
-"""Pods are listed and watched by label; a single get happens only on some failure paths. The Lease
-and the plugins' BackendRuntimes are created by whichever operator runs first on the shared control
-plane (another suite in a full run, this module's when run alone), so their create/patch is used or
+"""The Lease and the plugins' BackendRuntimes are created by whichever operator runs first on the
+shared control plane (another suite in a full run, this module's when run alone), so their create/patch is used or
 not depending on the order of the suites."""
 
 

@@ -115,10 +115,11 @@ class AuditSummary:
     authorization decision; admission refusals such as writes into a terminating namespace are
     authorized and not counted)."""
     used: set[tuple[str, str, str]]
-    """``(apiGroup, resource[/subresource], verb)`` of every request that succeeded."""
+    """``(apiGroup, resource[/subresource], verb)`` of every request RBAC allowed, whatever its
+    outcome (a ``get`` answered 404 still needed its grant)."""
 
     def unused_grants(self, rules: Iterable[Rule]) -> set[tuple[str, str, str]]:
-        """Granted ``(apiGroup, resource, verb)`` triples that no successful request used."""
+        """Granted ``(apiGroup, resource, verb)`` triples that no allowed request used."""
         granted = {
             (g, r, v) for rule in rules for g in rule.api_groups for r in rule.resources for v in rule.verbs
         }
@@ -147,9 +148,9 @@ def audit_summary(audit_log: Path, username: str, *, since_line: int = 0) -> Aud
         decision = (event.get("annotations") or {}).get("authorization.k8s.io/decision")
         if code == 403 and decision != "allow":
             forbidden.append(f"{verb} {group}/{resource}")
-        elif code == 403:
-            continue  # authorized, then refused by admission (e.g. a namespace being deleted)
-        elif code < 400:
+        elif decision == "allow" or (decision is None and code < 400):
+            # An authorized request used its grant whatever came next: a 404 `get`, a 409, or a
+            # 403 from admission (e.g. writing into a namespace being deleted).
             used.add((group, resource, verb))
             if verb == "patch" and code == 201:  # a server-side apply that created the object
                 used.add((group, resource, "create"))

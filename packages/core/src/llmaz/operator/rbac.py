@@ -32,8 +32,12 @@ class Rule:
         }
 
 
-READ = ("get", "list", "watch")
-OWN = ("get", "list", "watch", "create", "patch", "delete")
+WATCH = ("list", "watch")
+"""kopf reads every kind through list + watch; nothing is fetched one object at a time except at
+start-up (BackendRuntimes) and for the leader Lease."""
+CHILD = ("list", "watch", "create", "patch", "delete")
+"""Children: watched, server-side applied (a ``patch`` that may create) and pruned when the latest
+render no longer produces them. Never ``get`` or ``update``."""
 INTEGRATION_VERBS = ("list", "create", "patch", "delete")
 """Integration objects are listed per namespace, server-side applied (create or patch) and pruned."""
 
@@ -54,19 +58,15 @@ def integration_rules() -> tuple[Rule, ...]:
 
 
 RULES: tuple[Rule, ...] = (
-    Rule(("llmaz.io",), ("openmodels",), READ, "Playgrounds and Services reference OpenModels"),
+    Rule(("llmaz.io",), ("openmodels",), WATCH, "Playgrounds and Services reference OpenModels"),
     Rule(("llmaz.io",), ("openmodels/status",), ("patch",), "which objects use a model"),
-    Rule(
-        ("inference.llmaz.io",),
-        ("playgrounds", "services"),
-        OWN,
-        "reconciled kinds; a Playground's inference Service is created by the operator",
-    ),
+    Rule(("inference.llmaz.io",), ("playgrounds",), WATCH, "reconciled kind; users create and delete them"),
+    Rule(("inference.llmaz.io",), ("services",), CHILD, "reconciled kind and a Playground's child"),
     Rule(
         ("inference.llmaz.io",),
         ("backendruntimes",),
-        OWN,
-        "BackendRuntimes of installed backend plugins are applied at start-up",
+        ("get", "list", "watch", "create", "patch"),
+        "BackendRuntimes of installed backend plugins are read and applied at start-up",
     ),
     Rule(
         ("inference.llmaz.io",),
@@ -80,14 +80,13 @@ RULES: tuple[Rule, ...] = (
         ("update",),
         "children carry blockOwnerDeletion owner references (OwnerReferencesPermissionEnforcement)",
     ),
-    Rule(("leaderworkerset.x-k8s.io",), ("leaderworkersets",), OWN, "the workload of a Service"),
-    Rule(("",), ("services",), OWN, "the <name>-lb Service of a workload"),
-    Rule(("autoscaling",), ("horizontalpodautoscalers",), OWN, "autoscaler plugin objects"),
-    Rule(("",), ("pods",), READ, "diagnosis of why a model is not serving (llmaz labels only)"),
-    Rule(("resource.k8s.io",), ("resourceclaimtemplates",), OWN, "DRA mode: one claim template per workload"),
-    Rule(("resource.k8s.io",), ("resourceclaims",), READ, "DRA mode: which flavor the scheduler allocated"),
-    Rule(("",), ("events",), ("create", "patch"), "one Event per status transition"),
-    Rule(("events.k8s.io",), ("events",), ("create", "patch"), "one Event per status transition"),
+    Rule(("leaderworkerset.x-k8s.io",), ("leaderworkersets",), CHILD, "the workload of a Service"),
+    Rule(("",), ("services",), CHILD, "the <name>-lb Service of a workload"),
+    Rule(("autoscaling",), ("horizontalpodautoscalers",), CHILD, "autoscaler plugin objects"),
+    Rule(("",), ("pods",), WATCH, "diagnosis of why a model is not serving (llmaz labels only)"),
+    Rule(("resource.k8s.io",), ("resourceclaimtemplates",), CHILD, "DRA mode: one claim template per workload"),
+    Rule(("resource.k8s.io",), ("resourceclaims",), WATCH, "DRA mode: which flavor the scheduler allocated"),
+    Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
     *integration_rules(),
 )
