@@ -23,7 +23,7 @@ import yaml
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
-from llmaz_devkit.webhooks import by_url_configurations
+from llmaz_devkit.webhooks import by_url_configurations, issue_tls
 
 ROOT = Path(__file__).resolve().parents[1]
 SA_NAMESPACE = "llmaz-system"
@@ -136,6 +136,25 @@ class Operator:
         except OSError:
             return 0, ""
 
+    def review(self, path: str, obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+        """POST an AdmissionReview to the webhook server as the API server does; its ``response``."""
+        import ssl
+
+        body = {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {"uid": "e2e", "operation": operation, "object": obj},
+        }
+        request = urllib.request.Request(
+            f"https://127.0.0.1:{self.webhook_port}{path}",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        context = ssl.create_default_context(cadata=self.ca.decode())
+        with urllib.request.urlopen(request, context=context, timeout=5) as answer:
+            result: dict[str, Any] = json.loads(answer.read())["response"]
+        return result
+
     def ready(self) -> bool:
         assert self.proc.poll() is None, self.log.read_text()
         return self.http(self.health_port, "/readyz") == (200, "leader\n")
@@ -184,51 +203,6 @@ def bind_operator_account(cp: ControlPlane, name: str) -> Path:
         ]
     )
     return kubeconfig
-
-
-def issue_tls(directory: Path) -> bytes:
-    """A CA and a serving certificate for 127.0.0.1 (``tls.crt``/``tls.key``); returns the CA PEM."""
-    import datetime as dt
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = dt.datetime.now(dt.UTC)
-
-    def build(subject: str, issuer: x509.Name | None, key: Any, signer: Any, ca: bool) -> x509.Certificate:
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(issuer or name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(hours=2))
-            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        )
-        if not ca:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                critical=False,
-            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        return builder.sign(signer, hashes.SHA256())
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca = build("llmaz-e2e-webhook-ca", None, ca_key, ca_key, True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = build("127.0.0.1", ca.subject, key, ca_key, False)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (directory / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-    return ca.public_bytes(serialization.Encoding.PEM)
 
 
 WEBHOOK_CONFIG_NAME = "llmaz-operator-e2e"

@@ -41,6 +41,7 @@ from operator_helpers import (
     webhook_configurations,
 )
 
+from llmaz.operator.admission import BACKENDRUNTIME_ARGS, webhook
 from llmaz.operator.rbac import RULES, integration_rules
 from llmaz_devkit.cluster import ControlPlane
 from llmaz_devkit.release import release_fullname
@@ -596,8 +597,8 @@ MAY_GO_EITHER_WAY = {
     ("inference.llmaz.io", "backendruntimes", "patch"),
 }
 """The Lease and the plugins' BackendRuntimes are created by whichever operator runs first on the
-shared control plane (another suite in a full run, this module's when run alone), so their create/patch is used or
-not depending on the order of the suites."""
+shared control plane (another suite in a full run, this module's when run alone), so their
+create/patch is used or not depending on the order of the suites."""
 
 
 def test_the_chart_rbac_is_enough_and_nothing_more(cp: ControlPlane, operator: Operator) -> None:
@@ -621,6 +622,11 @@ def test_standby_takes_over_after_the_leader_is_killed(
             60,
             standby.log,
         )
+        # the webhook Service sends admission requests to any ready replica: a standby answers too
+        typo = {"metadata": {"name": "typo"}, "spec": {"recommendedConfigs": [{"args": ["{{ .Bogus }}"]}]}}
+        answer = standby.review(webhook(BACKENDRUNTIME_ARGS).path, typo)
+        assert answer["allowed"] is False, answer
+        assert "unknown template variable '{{ .Bogus }}'" in answer["status"]["message"]
         since = time.time()
         cp.apply([model("qwen-i"), playground("before", namespace, "qwen-i")])
         wait_until(lambda: reason(cp, "pl/before", namespace) == "Available", "Available", 60, operator.log)

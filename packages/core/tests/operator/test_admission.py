@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from datetime import UTC, datetime
+from typing import Any
 
-from llmaz.operator.admission import backendruntime_problems, openmodel_defaults
+from llmaz.operator.admission import (
+    BACKENDRUNTIME_ARGS,
+    OPENMODEL_DEFAULTS,
+    WEBHOOKS,
+    backendruntime_problems,
+    json_patch,
+    openmodel_defaults,
+    review,
+    webhook,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -42,30 +54,57 @@ def test_backendruntime_args_must_use_known_placeholders() -> None:
     assert len(problems) == 3
 
 
-def test_the_operator_serves_exactly_the_webhooks_the_chart_registers() -> None:
-    # WEBHOOKS is what the chart and the e2e register; a handler missing from it would never be
-    # called, and an entry without a handler would make the API server fail every request (404).
-    import kopf
+def _request(obj: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
+    return {"uid": "abc-123", "operation": operation, "object": obj}
 
-    from llmaz.operator.admission import WEBHOOKS
-    from llmaz.operator.handlers import webhooks
 
-    registry = kopf.OperatorRegistry()
-    webhooks.register(registry)
-    served = {
-        (
-            h.id,
-            str(h.reason.value),
-            h.selector.group if h.selector else None,
-            h.selector.version if h.selector else None,
-            h.selector.any_name if h.selector else None,
-            tuple(h.operations or ()),
-        )
-        for h in registry._webhooks.get_all_handlers()
+def _apply(obj: dict[str, Any], answer: dict[str, Any]) -> dict[str, Any]:
+    """Apply a JSONPatch answer the way the API server does (additions only are produced)."""
+    result = json.loads(json.dumps(obj))
+    for op in json.loads(base64.b64decode(answer["patch"])):
+        assert op["op"] == "add"
+        *parents, last = [t.replace("~1", "/").replace("~0", "~") for t in op["path"].split("/")[1:]]
+        target = result
+        for token in parents:
+            target = target[token]
+        target[last] = op["value"]
+    return result
+
+
+def test_every_declared_webhook_is_answered_with_its_request_uid() -> None:
+    for hook in WEBHOOKS:
+        answer = review(hook, _request({"metadata": {"name": "x"}, "spec": {}}), NOW)
+        assert answer["uid"] == "abc-123"
+        assert answer["allowed"] is True
+
+
+def test_openmodel_defaults_arrive_as_a_json_patch_that_keeps_user_labels() -> None:
+    hook = webhook(OPENMODEL_DEFAULTS)
+    bare = {"metadata": {"name": "qwen"}, "spec": {"familyName": "qwen2"}}
+    answer = review(hook, _request(bare), NOW)
+    assert answer["patchType"] == "JSONPatch"
+    assert _apply(bare, answer) == {
+        "metadata": {"name": "qwen", "labels": {"llmaz.io/model-family-name": "qwen2"}},
+        "spec": {"familyName": "qwen2", "createdAt": "2026-01-02T03:04:05Z"},
     }
-    declared = {
-        (h.handler_id, h.type, h.api_group, h.api_version, h.resource, h.operations) for h in WEBHOOKS
-    }
-    assert served == declared
-    assert {h.path for h in WEBHOOKS} == {f"/{h.handler_id}" for h in WEBHOOKS}
-    assert {h.type for h in WEBHOOKS} == {"mutating", "validating"}
+    labelled = {"metadata": {"name": "qwen", "labels": {"team": "a"}}, "spec": {"familyName": "qwen2"}}
+    patched = _apply(labelled, review(hook, _request(labelled, "UPDATE"), NOW))
+    assert patched["metadata"]["labels"] == {"team": "a", "llmaz.io/model-family-name": "qwen2"}
+    assert "createdAt" not in patched["spec"]  # only set at creation
+    complete = _apply(bare, answer)
+    assert "patch" not in review(hook, _request(complete), NOW)
+
+
+def test_json_patch_escapes_keys_with_slashes() -> None:
+    ops = json_patch({"metadata": {"labels": {}}}, {"metadata": {"labels": {"llmaz.io/a~b": "v"}}})
+    assert ops == [{"op": "add", "path": "/metadata/labels/llmaz.io~1a~0b", "value": "v"}]
+
+
+def test_a_bad_backendruntime_is_refused_with_422_naming_the_field() -> None:
+    bad = {"spec": {"recommendedConfigs": [{"name": "d", "args": ["{{ .ModelPth }}"]}]}}
+    answer = review(webhook(BACKENDRUNTIME_ARGS), _request(bad), NOW)
+    assert answer["allowed"] is False
+    assert answer["status"]["code"] == 422
+    assert answer["status"]["message"].startswith(
+        "spec.recommendedConfigs[0].args[0]: unknown template variable '{{ .ModelPth }}'"
+    )

@@ -8,11 +8,12 @@ from the same tuple, so a webhook added to the operator reaches the chart and th
 from __future__ import annotations
 
 import base64
+from pathlib import Path
 from typing import Any
 
 from llmaz.operator.admission import WEBHOOKS, AdmissionWebhook
 
-__all__ = ["by_url_configurations"]
+__all__ = ["by_url_configurations", "issue_tls"]
 
 
 def by_url_configurations(
@@ -56,3 +57,49 @@ def by_url_configurations(
         }
         for kind, hooks in sorted(by_kind.items())
     ]
+
+
+def issue_tls(directory: Path) -> bytes:
+    """A fresh CA and a serving certificate for 127.0.0.1 signed by it, written as ``tls.crt`` and
+    ``tls.key`` in ``directory`` (what a local webhook server reads); returns the CA PEM."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.UTC)
+
+    def build(subject: str, issuer: x509.Name | None, key: Any, signer: Any, ca: bool) -> x509.Certificate:
+        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+        builder = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(issuer or name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5))
+            .not_valid_after(now + dt.timedelta(hours=2))
+            .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        )
+        if not ca:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False,
+            ).add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        return builder.sign(signer, hashes.SHA256())
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = build("llmaz-e2e-webhook-ca", None, ca_key, ca_key, True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = build("127.0.0.1", ca.subject, key, ca_key, False)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (directory / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return ca.public_bytes(serialization.Encoding.PEM)

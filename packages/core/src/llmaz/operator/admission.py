@@ -1,5 +1,5 @@
-"""Admission rules that CEL cannot express, as pure functions (the kopf webhook handlers in
-:mod:`llmaz.operator.handlers.webhooks` call them).
+"""Admission rules that CEL cannot express, as pure functions, and :func:`review`, which answers an
+``admission.k8s.io/v1`` AdmissionReview with them (served by :mod:`llmaz.operator.webhook_server`).
 
 * OpenModel defaulting: the ``llmaz.io/model-family-name`` label from ``spec.familyName`` and
   ``spec.createdAt`` (the ``created`` of the OpenAI ``/models`` answer) set once, at creation.
@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,7 +27,9 @@ __all__ = [
     "WEBHOOKS",
     "AdmissionWebhook",
     "backendruntime_problems",
+    "json_patch",
     "openmodel_defaults",
+    "review",
     "webhook",
 ]
 
@@ -71,9 +75,9 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
 
 
 OPENMODEL_DEFAULTS = "openmodel-defaults"
-"""Handler id of the OpenModel defaulting webhook (kopf serves it at ``/openmodel-defaults``)."""
+"""Id of the OpenModel defaulting webhook (served at ``/openmodel-defaults``)."""
 BACKENDRUNTIME_ARGS = "backendruntime-args"
-"""Handler id of the BackendRuntime argument webhook (kopf serves it at ``/backendruntime-args``)."""
+"""Id of the BackendRuntime argument webhook (served at ``/backendruntime-args``)."""
 
 
 Operation = Literal["CREATE", "UPDATE", "DELETE", "CONNECT"]
@@ -85,7 +89,7 @@ class AdmissionWebhook:
     Mutating- or ValidatingWebhookConfiguration (the chart's, or the by-URL ones of the e2e)."""
 
     handler_id: str
-    """kopf handler id; kopf's webhook server answers on ``/<handler id>``."""
+    """Webhook id; the operator's webhook server answers on ``/<handler id>``."""
     type: Literal["mutating", "validating"]
     api_group: str
     api_version: str
@@ -118,7 +122,8 @@ WEBHOOKS: tuple[AdmissionWebhook, ...] = (
         BackendRuntime.plural,
     ),
 )
-"""Exactly the webhooks :mod:`llmaz.operator.handlers.webhooks` registers (a test keeps them equal)."""
+"""Every webhook the operator serves (:func:`review` answers each; the chart and the e2e register
+exactly these)."""
 
 
 def webhook(handler_id: str) -> AdmissionWebhook:
@@ -127,3 +132,51 @@ def webhook(handler_id: str) -> AdmissionWebhook:
         if hook.handler_id == handler_id:
             return hook
     raise KeyError(f"no admission webhook with handler id {handler_id!r}")
+
+
+def _pointer(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def json_patch(obj: Mapping[str, Any], merge: Mapping[str, Any], prefix: str = "") -> list[dict[str, Any]]:
+    """The RFC 6902 operations that apply the merge patch ``merge`` (additions only) to ``obj``:
+    maps that exist are descended into, anything else is added (``add`` replaces a member)."""
+    ops: list[dict[str, Any]] = []
+    for key, value in merge.items():
+        path = f"{prefix}/{_pointer(key)}"
+        current = obj.get(key)
+        if isinstance(value, Mapping) and isinstance(current, Mapping):
+            ops += json_patch(current, value, path)
+        else:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def review(hook: AdmissionWebhook, request: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """The ``response`` of an AdmissionReview for ``request`` sent to ``hook``.
+
+    Mutating hooks answer with a JSONPatch (none when nothing is missing); validating hooks refuse
+    with code 422 and one ``<field>: <problem>`` per problem, joined by ``"; "``.
+    """
+    obj = request.get("object") or {}
+    answer: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
+    if hook.handler_id == OPENMODEL_DEFAULTS:
+        meta = obj.get("metadata") or {}
+        merge = openmodel_defaults(
+            obj.get("spec") or {},
+            meta.get("labels") or {},
+            now,
+            creating=request.get("operation") == "CREATE",
+        )
+        ops = json_patch(obj, merge)
+        if ops:
+            answer["patchType"] = "JSONPatch"
+            answer["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
+    elif hook.handler_id == BACKENDRUNTIME_ARGS:
+        problems = backendruntime_problems(obj.get("spec") or {})
+        if problems:
+            answer["allowed"] = False
+            answer["status"] = {"code": 422, "reason": "Invalid", "message": "; ".join(problems)}
+    else:  # pragma: no cover - WEBHOOKS and this function are kept equal by a unit test
+        raise KeyError(hook.handler_id)
+    return answer

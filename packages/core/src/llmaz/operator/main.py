@@ -24,6 +24,7 @@ from llmaz.operator.kube import Kube
 from llmaz.operator.leader import LeaderElector
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
+from llmaz.operator.webhook_server import WebhookError, WebhookServer
 from llmaz.plugins.manager import PluginManager
 
 log = logging.getLogger("llmaz.operator")
@@ -62,6 +63,15 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)
     await health.start()
+    # every replica answers admission requests, standbys included: the webhook Service picks any
+    webhooks = WebhookServer(config.webhook, rt.clock) if config.webhook.enabled else None
+    if webhooks is not None:
+        try:
+            await webhooks.start()
+        except WebhookError as err:
+            log.error("exiting: %s", err)
+            await health.stop()
+            return 2
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -76,7 +86,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         health.state, health.ready = "standby", True
         log.info("standing by for Lease %s/%s as %s", namespace, le.lease_name, rt.identity)
         if not await elector.acquire(stop):
-            await health.stop()
+            await _stop_servers(health, webhooks)
             return 0
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
@@ -85,7 +95,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     ready_flag: asyncio.Event = asyncio.Event()
     operator = asyncio.create_task(
         kopf.operator(
-            registry=build_registry(webhooks_enabled=config.webhook.enabled),
+            registry=build_registry(),
             memo=kopf.Memo(**{MEMO_KEY: rt}),
             clusterwide=not config.namespaces,
             namespaces=list(config.namespaces),
@@ -120,8 +130,14 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics.leader.set(0)
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)
-    await health.stop()
+    await _stop_servers(health, webhooks)
     if lost:
         log.error("exiting: the leadership was lost")
         return 1
     return 0
+
+
+async def _stop_servers(health: HealthServer, webhooks: WebhookServer | None) -> None:
+    if webhooks is not None:
+        await webhooks.stop()
+    await health.stop()

@@ -84,7 +84,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("services",), CHILD, "the <name>-lb Service of a workload"),
     Rule(("autoscaling",), ("horizontalpodautoscalers",), CHILD, "autoscaler plugin objects"),
     Rule(("",), ("pods",), WATCH, "diagnosis of why a model is not serving (llmaz labels only)"),
-    Rule(("resource.k8s.io",), ("resourceclaimtemplates",), CHILD, "DRA mode: one claim template per workload"),
+    Rule(
+        ("resource.k8s.io",), ("resourceclaimtemplates",), CHILD, "DRA mode: one claim template per workload"
+    ),
     Rule(("resource.k8s.io",), ("resourceclaims",), WATCH, "DRA mode: which flavor the scheduler allocated"),
     Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),

@@ -15,16 +15,15 @@ from llmaz.operator.handlers import (
     playground,
     pods,
     service,
-    webhooks,
 )
 
 __all__ = ["build_registry"]
 
 
-def build_registry(*, webhooks_enabled: bool = False) -> kopf.OperatorRegistry:
+def build_registry() -> kopf.OperatorRegistry:
+    """Every watch of the leader. (Admission webhooks are not kopf's: every replica serves them,
+    see :mod:`llmaz.operator.webhook_server`.)"""
     registry = kopf.OperatorRegistry()
     for module in (lifecycle, openmodel, backendruntime, playground, service, children, pods, integrations):
         module.register(registry)
-    if webhooks_enabled:
-        webhooks.register(registry)
     return registry

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 from typing import Any
 
 import kopf
@@ -31,16 +30,6 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.watching.client_timeout = 330
     # pods: only serving pods of llmaz workloads, filtered by the API server (never all pods)
     settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
-    hook = rt.config.webhook
-    if hook.enabled:
-        # TLS from files; kopf re-reads them when they change. Configurations come from the chart.
-        settings.admission.server = kopf.WebhookServer(
-            addr="0.0.0.0",
-            port=hook.port,
-            certfile=str(Path(hook.cert_dir) / "tls.crt"),
-            pkeyfile=str(Path(hook.cert_dir) / "tls.key"),
-        )
-        settings.admission.managed = None
 
 
 async def _resync(rt: Runtime) -> None:
