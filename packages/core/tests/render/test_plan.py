@@ -6,7 +6,7 @@ import pytest
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Service
 from llmaz.plugins.manager import PluginManager
-from llmaz.render import BackendRuntimeNotFound, plan, plan_tree
+from llmaz.render import BackendRuntimeNotFound, InvalidFlavor, plan, plan_tree
 
 MODEL = OpenModel.from_manifest(
     {
@@ -74,15 +74,43 @@ def test_service_plan_is_lws_and_lb_and_tree_follows_the_playground(plugins: Plu
     )
 
 
+def _with_flavor(flavor: dict[str, object]) -> OpenModel:
+    spec = {**MODEL.to_manifest()["spec"], "inferenceConfig": {"flavors": [flavor]}}
+    return OpenModel.from_manifest({**MODEL.to_manifest(), "spec": spec})
+
+
+def test_playground_plan_holds_its_typed_service_whose_dump_is_the_manifest(plugins: PluginManager) -> None:
+    multi_host = _with_flavor(
+        {"name": "x2", "limits": {"nvidia.com/gpu": 8}, "params": {"TP": "8", "PP": "2"}}
+    )
+    result = plan(playground(), {"qwen": multi_host}, {}, plugins)
+    assert isinstance(result.service, Service)
+    assert result.service.spec.workload_template.size == 2
+    assert result.objects[0] == result.service.to_manifest()
+    # the manifest is what the API server would admit (schema and CEL rules)
+    assert Service.from_manifest(result.objects[0]).spec.workload_template.leader_template is not None
+    tree = plan_tree(playground(), {"qwen": multi_host}, {}, plugins)
+    lws = tree[1]["spec"]["leaderWorkerTemplate"]
+    assert (lws["size"], "leaderTemplate" in lws) == (2, True)
+
+
+def test_group_size_beyond_a_leader_worker_set_is_a_flavor_error(plugins: PluginManager) -> None:
+    """A flavor asking for more pods per replica than a LeaderWorkerSet group allows (1024) used to
+    crash ``llmaz render`` with a pydantic traceback and be refused by the API server in the operator."""
+    huge = _with_flavor(
+        {"name": "huge", "limits": {"nvidia.com/gpu": 8}, "params": {"NODES": "2000", "PP": "2"}}
+    )
+    with pytest.raises(InvalidFlavor) as err:
+        plan_tree(playground(), {"qwen": huge}, {}, plugins)
+    assert err.value.field == "spec.modelClaim.inferenceFlavors"
+    assert "NODES=2000" in err.value.reason
+    assert "at most 1024" in err.value.reason
+
+
 def _runner_args(
     plugins: PluginManager, flavor: dict, backend: str, args: list[str] | None = None
 ) -> list[str]:
-    model = OpenModel.from_manifest(
-        {
-            **MODEL.to_manifest(),
-            "spec": {**MODEL.to_manifest()["spec"], "inferenceConfig": {"flavors": [flavor]}},
-        }
-    )
+    model = _with_flavor(flavor)
     brc: dict[str, object] = {"backendName": backend}
     if args:
         brc["args"] = args

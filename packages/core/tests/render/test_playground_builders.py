@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import pytest
 from render_helpers import StandInBackend, hub, model, playground, runtime
 
-from llmaz.api import BackendRuntimeConfig, RecommendedConfig
+from llmaz.api import BackendRuntimeConfig, LeaderWorkerTemplate, RecommendedConfig, Service
 from llmaz.api.conventions import ANNOTATION_SELECTED_FLAVOR, MANAGED_BY, MANAGER, MODEL_RUNNER
 from llmaz.plugins import Autoscaler, AutoscalingInput, AutoscalingOutput
 from llmaz.render import InvalidManifest
@@ -15,9 +15,9 @@ from llmaz.render.models import resolve_claims
 from llmaz.render.playground import (
     autoscaler_children,
     build_runner_spec,
+    inference_service,
     run_autoscalers,
     runner_container,
-    service_manifest,
 )
 
 BACKEND = StandInBackend()
@@ -100,15 +100,39 @@ def test_autoscaler_children_are_labelled_and_kept_in_the_namespace() -> None:
         autoscaler_children(results.outputs, "team")
 
 
-def test_service_manifest_names_a_fallback_flavor_only_when_one_was_selected() -> None:
+def test_inference_service_names_a_fallback_flavor_only_when_one_was_selected() -> None:
     pg = playground("p", {"modelClaim": {"modelName": "m"}, "replicas": 3}, namespace="team")
     claimed = resolve_claims(pg.spec.model_claim, pg.spec.model_claims, [model("m", hub("o/m"))])
-    plain = service_manifest(pg, claimed, {"workerTemplate": {}}, skip_loader=False, selected_flavor=None)
-    assert (plain["kind"], plain["metadata"]["namespace"], plain["spec"]["replicas"]) == (
-        "Service",
-        "team",
-        3,
-    )
-    assert "annotations" not in plain["metadata"]
-    fallback = service_manifest(pg, claimed, {"workerTemplate": {}}, skip_loader=False, selected_flavor="l4")
-    assert fallback["metadata"]["annotations"] == {ANNOTATION_SELECTED_FLAVOR: "l4"}
+    workload = LeaderWorkerTemplate(worker_template={"spec": {"containers": [{"name": MODEL_RUNNER}]}})
+    plain = inference_service(pg, claimed, workload, skip_loader=False, selected_flavor=None)
+    assert isinstance(plain, Service)
+    assert (plain.metadata.namespace, plain.spec.replicas) == ("team", 3)
+    assert plain.metadata.annotations is None
+    fallback = inference_service(pg, claimed, workload, skip_loader=False, selected_flavor="l4")
+    assert fallback.metadata.annotations == {ANNOTATION_SELECTED_FLAVOR: "l4"}
+
+
+def test_inference_service_manifest_writes_what_llmaz_sets_and_no_unset_defaults() -> None:
+    """The manifest is the typed Service dumped once: every claimed role is written (main too), the
+    rollout strategy is explicit, and fields llmaz does not set (a namespace the Playground lacks,
+    annotations, claimed flavors, the workload's size) stay out rather than appear as nulls."""
+    pg = playground("p", {"modelClaim": {"modelName": "m"}})
+    claimed = resolve_claims(pg.spec.model_claim, pg.spec.model_claims, [model("m", hub("o/m"))])
+    template = {"spec": {"containers": [{"name": MODEL_RUNNER}]}}
+    manifest = inference_service(
+        pg, claimed, LeaderWorkerTemplate(worker_template=template), skip_loader=False, selected_flavor=None
+    ).to_manifest()
+    assert manifest == {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Service",
+        "metadata": {"name": "p", "labels": {MANAGED_BY: MANAGER, "llmaz.io/model-name": "m"}},
+        "spec": {
+            "modelClaims": {"models": [{"name": "m", "role": "main"}]},
+            "replicas": 1,
+            "workloadTemplate": {"workerTemplate": template},
+            "rolloutStrategy": {
+                "type": "RollingUpdate",
+                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
+            },
+        },
+    }

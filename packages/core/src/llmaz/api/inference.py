@@ -336,6 +336,10 @@ class SubGroupPolicy(ApiModel):
     sub_group_size: int | None = Field(default=None, ge=1, le=1024, description="Pods per sub-group.")
 
 
+MAX_GROUP_SIZE = 1024
+"""Most pods one replica (a LeaderWorkerSet group) may have, the leader included."""
+
+
 class LeaderWorkerTemplate(ApiModel):
     """The LeaderWorkerSet ``leaderWorkerTemplate``: pod templates of one replica (a group of pods)."""
 
@@ -362,7 +366,7 @@ class LeaderWorkerTemplate(ApiModel):
             K8S_BOUNDS_KEY: {"spec.containers": {"maxItems": 64}, "spec.containers.name": {"maxLength": 63}}
         },
     )
-    size: int = Field(default=1, ge=1, le=1024, description="Pods per group, leader included.")
+    size: int = Field(default=1, ge=1, le=MAX_GROUP_SIZE, description="Pods per group, leader included.")
     restart_policy: RestartPolicy = Field(
         default=RestartPolicy.RECREATE_GROUP_ON_POD_RESTART,
         description="What happens to the group when one of its pods restarts.",

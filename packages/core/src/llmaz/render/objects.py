@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from llmaz.api import EnvVar, ResourceRequirements, quantity
+from llmaz.api import EnvVar, ResourceRequirements, Service, quantity
 from llmaz.api.conventions import MODEL_RUNNER
 from llmaz.plugins.autoscaler import AutoscalingProblem
 from llmaz.render.errors import InvalidResources
@@ -28,12 +28,15 @@ class Rendered:
     :param prune_kinds: ``(apiVersion, kind)`` pairs the render manages; objects of these kinds owned
         by the owner that are not in ``objects`` are stale and must be deleted (an HPA after
         ``elasticConfig`` was removed, for instance).
+    :param service: a Playground's inference Service as the typed model; ``objects[0]`` is its
+        manifest. Following the Playground down to its LeaderWorkerSet uses this, never the dict.
     :param config_name: the recommended config used (Playgrounds).
     :param flavor: the flavor whose accelerator counts and params were applied, if any.
     :param problems: things an autoscaler could not render, for status.
     """
 
     objects: tuple[dict[str, Any], ...]
+    service: Service | None = None
     prune_kinds: tuple[tuple[str, str], ...] = ()
     config_name: str | None = None
     flavor: str | None = None

@@ -52,6 +52,8 @@ class Plan:
     """What one object should own.
 
     :param objects: children to apply, in a stable order, without owner references.
+    :param service: for a Playground, its inference Service as the typed model (``objects[0]`` is
+        its manifest).
     :param prune_kinds: ``(apiVersion, kind)`` pairs this plan manages: an object of one of these
         kinds controlled by the owner but absent from :attr:`objects` is stale.
     :param flavor: the flavor whose params and accelerator counts were applied.
@@ -60,6 +62,7 @@ class Plan:
     """
 
     objects: tuple[dict[str, Any], ...]
+    service: Service | None = None
     prune_kinds: tuple[tuple[str, str], ...] = ()
     flavor: str | None = None
     config_name: str | None = None
@@ -93,6 +96,7 @@ def _plan_playground(
     kinds = [INFERENCE_SERVICE_KIND, *(k for k in rendered.prune_kinds if k != INFERENCE_SERVICE_KIND)]
     return Plan(
         objects=rendered.objects,
+        service=rendered.service,
         prune_kinds=tuple(kinds),
         flavor=rendered.flavor,
         config_name=rendered.config_name,
@@ -179,11 +183,9 @@ def plan_tree(
     if isinstance(obj, Service):
         return list(plan(obj, models, model_loader_image=model_loader_image).objects)
     top = plan(obj, models, runtimes, plugins)
+    if top.service is None:  # unreachable: a Playground's plan always holds its Service
+        raise AssertionError("the plan of a Playground has no inference Service")
     service_doc, *rest = top.objects
     backend = plugins.get_backend(backend_name(obj)) if plugins is not None else None
-    # schema only: the renderer's own output is checked against the CEL rules by the property
-    # tests, and a rule failing here must not turn into a non-render error
-    children = plan(
-        Service.model_validate(service_doc), models, backend=backend, model_loader_image=model_loader_image
-    )
+    children = plan(top.service, models, backend=backend, model_loader_image=model_loader_image)
     return [service_doc, *children.objects, *rest]

@@ -12,9 +12,15 @@ from llmaz.api import (
     BackendRuntimeConfig,
     BackendRuntimeSpec,
     Flavor,
+    LeaderWorkerTemplate,
+    ModelClaims,
+    ModelRef,
+    ObjectMeta,
     Playground,
     RecommendedConfig,
+    RestartPolicy,
     Service,
+    ServiceSpec,
     conventions,
     quantity,
 )
@@ -32,6 +38,7 @@ from llmaz.api.conventions import (
     MODEL_RUNNER,
     SPECULATIVE_CONFIG,
 )
+from llmaz.api.inference import DEFAULT_ROLLOUT_STRATEGY, MAX_GROUP_SIZE
 from llmaz.api.quantity import to_str
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 from llmaz.plugins.backend import Backend, MultiHostRecipe
@@ -45,7 +52,7 @@ from llmaz.render.errors import (
     MultiHostUnsupported,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
-from llmaz.render.objects import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources, metadata
+from llmaz.render.objects import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources
 
 NODES_PARAM = "NODES"
 """Flavor param: pods (nodes) per replica. Without it, ``PP`` > 1 also means that many nodes."""
@@ -111,14 +118,22 @@ def group_size(flavor: Flavor | None, recipe: MultiHostRecipe | None, field: str
     parallelism spans nodes (vLLM: pipeline stages, ``PP``), because tensor parallelism stays inside
     one node; without a recipe, ``PP`` > 1 is the best guess llmaz has always used.
     """
-    nodes = _int_param(flavor, NODES_PARAM, field)
-    if nodes is not None:
-        return nodes
+    params = [NODES_PARAM]
     if recipe is not None and recipe.group_size_param:
-        size = _int_param(flavor, recipe.group_size_param, field)
-        if size is not None:
-            return size
-    return _int_param(flavor, "PP", field) or 1
+        params.append(recipe.group_size_param)
+    params.append("PP")
+    for param in params:
+        size = _int_param(flavor, param, field)
+        if size is None:
+            continue
+        if size > MAX_GROUP_SIZE:
+            raise InvalidFlavor(
+                field,
+                f"param {param}={size} of flavor {flavor.name if flavor else ''!r} asks for {size} pods per "
+                f"replica; a LeaderWorkerSet group holds at most {MAX_GROUP_SIZE}",
+            )
+        return size
+    return 1
 
 
 def accelerator_count(flavor: Flavor | None) -> int | None:
@@ -367,19 +382,23 @@ def run_autoscalers(autoscalers: Iterable[Autoscaler], request: AutoscalingInput
     return AutoscalingResults(tuple(outputs), tuple(problems), tuple(prune), labels, annotations)
 
 
-def service_manifest(
+def inference_service(
     playground: Playground,
     claimed: Claimed,
-    workload: dict[str, Any],
+    workload: LeaderWorkerTemplate,
     *,
     skip_loader: bool,
     selected_flavor: str | None,
-) -> dict[str, Any]:
-    """The inference Service of a Playground, around its rendered workload template."""
-    main = claimed.main
-    meta = metadata(
-        playground.name, playground.metadata.namespace, {MANAGED_BY: MANAGER, LABEL_MODEL_NAME: main.name}
-    )
+) -> Service:
+    """The inference Service of a Playground, around its rendered workload template.
+
+    Only the fields llmaz sets are passed, so ``to_manifest()`` (which keeps set fields only) writes
+    exactly those and leaves the API defaults implicit.
+    """
+    meta = ObjectMeta(name=playground.name, labels={MANAGED_BY: MANAGER, LABEL_MODEL_NAME: claimed.main.name})
+    # assigned only when present: an assigned field counts as set, and the manifest holds set fields only
+    if playground.metadata.namespace:
+        meta.namespace = playground.metadata.namespace
     annotations: dict[str, str] = {}
     if skip_loader:
         annotations[ANNOTATION_SKIP_MODEL_LOADER] = "true"
@@ -387,24 +406,24 @@ def service_manifest(
         # the operator fell back to this flavor; the Service render must apply its accelerator counts
         annotations[ANNOTATION_SELECTED_FLAVOR] = selected_flavor
     if annotations:
-        meta["annotations"] = annotations
-    claims: dict[str, Any] = {"models": [{"name": r.name, "role": str(r.role)} for r in claimed.refs]}
+        meta.annotations = annotations
+    # every role is written out, the default main included
+    refs = [ModelRef(name=r.name, role=r.role) for r in claimed.refs]
     if claimed.explicit_flavors:
-        claims["inferenceFlavors"] = [f.name for f in claimed.flavors]
-    return {
-        "apiVersion": Service.api_version_string(),
-        "kind": Service.kind_name(),
-        "metadata": meta,
-        "spec": {
-            "modelClaims": claims,
-            "replicas": playground.spec.replicas,
-            "workloadTemplate": workload,
-            "rolloutStrategy": {
-                "type": "RollingUpdate",
-                "rollingUpdateConfiguration": {"maxUnavailable": 1, "maxSurge": 0},
-            },
-        },
-    }
+        claims = ModelClaims(models=refs, inference_flavors=[f.name for f in claimed.flavors])
+    else:
+        claims = ModelClaims(models=refs)
+    return Service(
+        api_version=Service.api_version_string(),
+        kind=Service.kind_name(),
+        metadata=meta,
+        spec=ServiceSpec(
+            model_claims=claims,
+            replicas=playground.spec.replicas,
+            workload_template=workload,
+            rollout_strategy=DEFAULT_ROLLOUT_STRATEGY.model_copy(deep=True),
+        ),
+    )
 
 
 def autoscaler_children(
@@ -526,7 +545,6 @@ def render_playground(
         return t
 
     extra_args = runner_spec.extra_args
-    workload: dict[str, Any] = {}
     if size > 1:
         if recipe is None:
             raise MultiHostUnsupported(
@@ -541,18 +559,22 @@ def render_playground(
         worker_args = templating.render_args(
             recipe.worker_args, variables, config=recipe.config_name, field=args_field, hints=hints
         )
-        workload["size"] = size
-        workload["restartPolicy"] = "RecreateGroupOnPodRestart"
-        workload["leaderTemplate"] = template(
-            runner_container(runner_spec, recipe.leader_command, leader_args + extra_args, serves_http=True)
-        )
-        workload["workerTemplate"] = template(
-            runner_container(
-                runner_spec,
-                recipe.worker_command,
-                worker_args + extra_args,
-                serves_http=recipe.worker_serves_http,
-            )
+        workload = LeaderWorkerTemplate(
+            size=size,
+            restart_policy=RestartPolicy.RECREATE_GROUP_ON_POD_RESTART,
+            leader_template=template(
+                runner_container(
+                    runner_spec, recipe.leader_command, leader_args + extra_args, serves_http=True
+                )
+            ),
+            worker_template=template(
+                runner_container(
+                    runner_spec,
+                    recipe.worker_command,
+                    worker_args + extra_args,
+                    serves_http=recipe.worker_serves_http,
+                )
+            ),
         )
     else:
         args = (
@@ -563,20 +585,25 @@ def render_playground(
             else []
         )
         args += _tensor_parallel_args(backend, selected, args + extra_args, claimed.flavors_field)
-        workload["workerTemplate"] = template(
-            runner_container(runner_spec, backend_runtime.spec.command, args + extra_args, serves_http=True)
+        workload = LeaderWorkerTemplate(
+            worker_template=template(
+                runner_container(
+                    runner_spec, backend_runtime.spec.command, args + extra_args, serves_http=True
+                )
+            )
         )
 
-    service = service_manifest(
+    service = inference_service(
         playground,
         claimed,
         workload,
         skip_loader=skip_loader,
         selected_flavor=selected.name if flavor is not None and selected is not None else None,
     )
-    objects = [service, *autoscaler_children(scaling.outputs, namespace)]
+    objects = [service.to_manifest(), *autoscaler_children(scaling.outputs, namespace)]
     return Rendered(
         objects=tuple(objects),
+        service=service,
         prune_kinds=scaling.prune_kinds,
         config_name=config_name,
         flavor=selected.name if selected else None,
