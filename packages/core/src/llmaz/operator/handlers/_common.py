@@ -9,7 +9,10 @@ from typing import Any
 
 import kopf
 
-from llmaz.operator.runtime import Indexes, Runtime
+from llmaz.api import BackendRuntime, OpenModel
+from llmaz.operator import usage
+from llmaz.operator.engine import reconcile_many
+from llmaz.operator.runtime import Indexes, Runtime, snapshot
 
 MEMO_KEY = "llmaz"
 
@@ -53,3 +56,36 @@ class InputDigests:
             return False
         self._seen[uid] = digest
         return True
+
+
+def register_referenced_kind(
+    registry: kopf.OperatorRegistry,
+    kind: type[OpenModel] | type[BackendRuntime],
+    *,
+    index_id: str,
+    ref: str,
+) -> None:
+    """Handlers of a kind that Playgrounds and Services reference by name (OpenModel, BackendRuntime).
+
+    Indexed by name under ``index_id``; every event refreshes its ``InUse`` status; a change of what
+    dependents render from reconciles each Playground and Service referencing it (``ref`` is the
+    reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``).
+    """
+    inputs = InputDigests()
+
+    @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
+    def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
+        return {name: snapshot(body)}
+
+    @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry)
+    async def referenced_event(
+        event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
+    ) -> None:
+        rt = runtime(memo, kw)
+        change = event_type(event)
+        if change != "DELETED":
+            await usage.refresh(rt, ref, name)
+        if not inputs.changed(event, body) or change is None:
+            return  # a status-only change (our InUse write) changes nothing a dependent renders
+        assert rt.indexes is not None
+        await reconcile_many(rt, rt.indexes.dependents(ref, name))
