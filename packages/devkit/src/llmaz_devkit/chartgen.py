@@ -27,13 +27,11 @@ from __future__ import annotations
 
 import argparse
 import copy
-import difflib
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -45,6 +43,7 @@ from llmaz.loader.layout import IMAGE_REPOSITORY
 from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
+from llmaz_devkit import generated
 from llmaz_devkit.repo import repo_root
 
 CHART_DIR = Path("charts/llmaz")
@@ -626,16 +625,8 @@ def generate() -> dict[Path, str]:
 
 
 def check(root: Path, files: dict[Path, str]) -> list[str]:
-    problems: list[str] = []
-    for rel, text in files.items():
-        path = root / rel
-        current = path.read_text() if path.is_file() else ""
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(keepends=True), text.splitlines(keepends=True), f"a/{rel}", f"b/{rel}"
-            )
-            problems.append("".join(diff) or f"{rel}: missing")
-    return problems
+    """Differences between the generated files and the tree at ``root`` (empty when in sync)."""
+    return generated.drift(root, files)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -723,25 +714,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.assemble:
         print(assemble(args.assemble, args.gomodcache))
         return 0
-    root = repo_root()
-    files = generate()
-    if args.check:
-        problems = check(root, files)
-        if problems:
-            sys.stdout.write("\n".join(problems) + "\n")
-            sys.stderr.write(
-                "generated chart files drift: run `python -m llmaz_devkit.chartgen` and commit\n"
-            )
-            return 1
-        print(f"{len(files)} generated chart files are up to date")
-        return 0
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
-    print(f"wrote {len(files)} files under {root}")
-    return 0
+    return generated.check_or_write(
+        repo_root(),
+        generate(),
+        check=args.check,
+        what="generated chart files",
+        command="python -m llmaz_devkit.chartgen",
+    )
 
 
 if __name__ == "__main__":

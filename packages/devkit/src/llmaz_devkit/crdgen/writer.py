@@ -9,14 +9,13 @@ pinned OpenAPI, :mod:`.crds` assembles the CRDs and :mod:`.docs` the reference p
 from __future__ import annotations
 
 import argparse
-import difflib
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from llmaz import yamlfmt
 from llmaz.api import KINDS
+from llmaz_devkit import generated
 from llmaz_devkit.crdgen.crds import crd, crd_name
 from llmaz_devkit.crdgen.docs import GENERATED_BY, doc_pages
 from llmaz_devkit.crdgen.kubernetes import KubernetesOpenAPI, _default_openapi
@@ -91,33 +90,11 @@ def _owned_files(root: Path) -> Iterator[Path]:
 
 def check(root: Path, files: dict[Path, str]) -> list[str]:
     """Differences between the generated files and the tree at ``root`` (empty when in sync)."""
-    problems: list[str] = []
-    for rel, text in files.items():
-        path = root / rel
-        current = path.read_text() if path.is_file() else ""
-        if current != text:
-            diff = difflib.unified_diff(
-                current.splitlines(keepends=True),
-                text.splitlines(keepends=True),
-                f"a/{rel}",
-                f"b/{rel}",
-            )
-            problems.append("".join(diff) or f"{rel}: missing")
-    for rel in _owned_files(root):
-        if rel not in files:
-            problems.append(f"{rel}: stale file, not generated any more (delete it)")
-    return problems
+    return generated.drift(root, files, _owned_files(root))
 
 
 def write(root: Path, files: dict[Path, str]) -> None:
-    for rel in _owned_files(root):
-        if rel not in files:
-            (root / rel).unlink()
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.is_file() or path.read_text() != text:
-            path.write_text(text)
+    generated.write(root, files, list(_owned_files(root)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,18 +104,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="fail with a diff when committed files drift")
     parser.add_argument("--out", type=Path, help="write the generated tree under this directory")
     args = parser.parse_args(argv)
-    files = generate()
-    if args.check:
-        problems = check(args.out or repo_root(), files)
-        if problems:
-            sys.stdout.write("\n".join(problems) + "\n")
-            sys.stderr.write(
-                "generated CRDs/docs drift from the models: run `python -m llmaz_devkit.crdgen` and commit\n"
-            )
-            return 1
-        print(f"{len(files)} generated files are up to date")
-        return 0
     root = args.out or repo_root()
-    write(root, files)
-    print(f"wrote {len(files)} files under {root}")
-    return 0
+    return generated.check_or_write(
+        root,
+        generate(),
+        check=args.check,
+        what="generated CRD and API reference files",
+        command="python -m llmaz_devkit.crdgen",
+        owned=list(_owned_files(root)),
+    )
