@@ -7,6 +7,7 @@ Fixtures come from the dev kit's pytest plugin (:mod:`llmaz_devkit.pytest_plugin
 from __future__ import annotations
 
 import itertools
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,3 +39,16 @@ def namespace(control_plane: ControlPlane, request: pytest.FixtureRequest) -> It
     )
     yield name
     control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def path_without_go(tmp_path: Path) -> Path:
+    """A directory to use as the whole PATH: bash and the coreutils ``tools/go-tools.sh`` calls (a
+    machine without Go still has those), but no ``go``."""
+    only_bash = tmp_path / "bin-without-go"
+    only_bash.mkdir()
+    for tool in ("bash", "readlink", "dirname", "basename", "cat", "sha256sum", "cut"):
+        found = shutil.which(tool)
+        assert found, tool
+        (only_bash / tool).symlink_to(found)
+    return only_bash

@@ -1,6 +1,6 @@
 """Shared by the end-to-end tests that run ``llmaz operator run`` as a local process: the operator's
 ServiceAccount bound to exactly :data:`llmaz.operator.rbac.RULES`, its config file, TLS for its
-webhooks, and small polling helpers."""
+webhooks, small polling helpers and the kubelet stand-in that writes container states."""
 
 from __future__ import annotations
 
@@ -90,6 +90,25 @@ def playground(name: str, ns: str, model_name: str, **extra: Any) -> dict[str, A
         "metadata": {"name": name, "namespace": ns},
         "spec": spec,
     }
+
+
+def container_status(
+    name: str, image: str, state: dict[str, Any], last: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A ``containerStatuses`` entry as a kubelet writes it: not ready, never restarted (so the LWS
+    controller does not recreate the group while a test looks), ``last`` as ``lastState``."""
+    out = {"name": name, "image": image, "imageID": "", "ready": False, "restartCount": 0, "state": state}
+    if last is not None:
+        out["lastState"] = last
+    return out
+
+
+def kubelet_reports(cp: ControlPlane, namespace: str, pod: str, status: dict[str, Any]) -> None:
+    """Stand-in for the kubelet (none runs here): ``{"status": ...}`` merged into the pod's status
+    subresource, the way a kubelet reports container states."""
+    cp.kubectl(
+        "patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(status)
+    )
 
 
 def audit_writes(cp: ControlPlane, user: str, since: float) -> list[str]:

@@ -13,12 +13,12 @@ while the test looks); the pod objects, their labels and the API round trip are 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 import pytest
+from operator_helpers import container_status, kubelet_reports
 
-from llmaz.api import OpenModel, Playground, Service
+from llmaz.api import OpenModel, Playground
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_playground, render_service
 from llmaz.render.diagnosis import Reason, diagnose
@@ -62,9 +62,8 @@ def workload(
             "spec": {"replicas": replicas, "modelClaim": {"modelName": MODEL_NAME}},
         }
     )
-    svc = Service.from_manifest(
-        render_playground(pg, [model], backend.backend_runtime(), backend=backend).objects[0]
-    )
+    svc = render_playground(pg, [model], backend.backend_runtime(), backend=backend).service
+    assert svc is not None
     return list(render_service(svc, [model], backend=backend).objects)
 
 
@@ -86,13 +85,6 @@ A100_ONE = {
 }
 
 
-def kubelet_reports(cp: ControlPlane, namespace: str, pod: str, status: dict[str, Any]) -> None:
-    """Stand-in for the kubelet: write container states to the pod's status subresource."""
-    cp.kubectl(
-        "patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(status)
-    )
-
-
 def _not_ready(containers: list[dict[str, Any]], init: list[dict[str, Any]], phase: str) -> dict[str, Any]:
     t = now().strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -112,13 +104,6 @@ def _not_ready(containers: list[dict[str, Any]], init: list[dict[str, Any]], pha
             "containerStatuses": containers,
         }
     }
-
-
-def _cs(name: str, image: str, state: dict[str, Any], last: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = {"name": name, "image": image, "imageID": "", "ready": False, "restartCount": 0, "state": state}
-    if last is not None:
-        out["lastState"] = last
-    return out
 
 
 def test_every_reason_from_real_pods(
@@ -148,15 +133,19 @@ def test_every_reason_from_real_pods(
     spec = pods[0]["spec"]
     runner_image = next(c["image"] for c in spec["containers"] if c["name"] == "model-runner")
     loader_image = next(c["image"] for c in spec["initContainers"] if c["name"] == "model-loader")
-    loaded = _cs("model-loader", loader_image, {"terminated": {"exitCode": 0, "reason": "Completed"}})
+    loaded = container_status(
+        "model-loader", loader_image, {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    )
     running = {"running": {"startedAt": now().strftime("%Y-%m-%dT%H:%M:%SZ")}}
-    waiting_runner = _cs("model-runner", runner_image, {"waiting": {"reason": "PodInitializing"}})
+    waiting_runner = container_status(
+        "model-runner", runner_image, {"waiting": {"reason": "PodInitializing"}}
+    )
     cases: list[tuple[Reason, dict[str, Any], list[str]]] = [
         (
             Reason.IMAGE_PULL_BACK_OFF,
             _not_ready(
                 [
-                    _cs(
+                    container_status(
                         "model-runner",
                         runner_image,
                         {
@@ -177,7 +166,7 @@ def test_every_reason_from_real_pods(
             _not_ready(
                 [waiting_runner],
                 [
-                    _cs(
+                    container_status(
                         "model-loader",
                         loader_image,
                         {"waiting": {"reason": "ErrImagePull", "message": "manifest unknown"}},
@@ -191,7 +180,7 @@ def test_every_reason_from_real_pods(
             Reason.CRASH_LOOP_BACK_OFF,
             _not_ready(
                 [
-                    _cs(
+                    container_status(
                         "model-runner",
                         runner_image,
                         {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 20s"}},
@@ -214,7 +203,7 @@ def test_every_reason_from_real_pods(
             _not_ready(
                 [waiting_runner],
                 [
-                    _cs(
+                    container_status(
                         "model-loader",
                         loader_image,
                         {"waiting": {"reason": "CrashLoopBackOff"}},
@@ -233,12 +222,14 @@ def test_every_reason_from_real_pods(
         ),
         (
             Reason.LOADING,
-            _not_ready([waiting_runner], [_cs("model-loader", loader_image, running)], "Pending"),
+            _not_ready(
+                [waiting_runner], [container_status("model-loader", loader_image, running)], "Pending"
+            ),
             ["model-loader", "fetching the model"],
         ),
         (
             Reason.STARTING,
-            _not_ready([_cs("model-runner", runner_image, running)], [loaded], "Running"),
+            _not_ready([container_status("model-runner", runner_image, running)], [loaded], "Running"),
             ["model-runner", "not ready yet"],
         ),
     ]
@@ -312,7 +303,7 @@ def test_multi_host_worker_is_named(
         worker["metadata"]["name"],
         _not_ready(
             [
-                _cs(
+                container_status(
                     "model-runner",
                     image,
                     {"waiting": {"reason": "CrashLoopBackOff"}},
@@ -320,7 +311,9 @@ def test_multi_host_worker_is_named(
                 )
             ],
             [
-                _cs(c["name"], c["image"], {"terminated": {"exitCode": 0, "reason": "Completed"}})
+                container_status(
+                    c["name"], c["image"], {"terminated": {"exitCode": 0, "reason": "Completed"}}
+                )
                 for c in worker["spec"].get("initContainers", [])
             ],
             "Running",

@@ -25,8 +25,10 @@ from operator_helpers import (
     SA_NAMESPACE,
     Operator,
     condition,
+    container_status,
     get,
     install_crds,
+    kubelet_reports,
     model,
     playground,
     reason,
@@ -186,12 +188,10 @@ def test_operator_falls_back_reports_and_recovers(
     assert serving_pod(cp, namespace, "fb-two")["spec"]["nodeName"] in POOLS["a100"].node_names()
 
 
-def kubelet_reports(
-    cp: ControlPlane, namespace: str, pod: str, containers: list[Any], init: list[Any]
-) -> None:
-    """Stand-in for the kubelet: container states written to the pod's status subresource."""
+def _pending(containers: list[Any], init: list[Any]) -> dict[str, Any]:
+    """A Pending pod's status with these container states (for :func:`kubelet_reports`)."""
     t = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    status = {
+    return {
         "status": {
             "phase": "Pending",
             "conditions": [
@@ -203,16 +203,6 @@ def kubelet_reports(
             "containerStatuses": containers,
         }
     }
-    cp.kubectl(
-        "patch", "pod", pod, "-n", namespace, "--subresource=status", "--type=merge", "-p", json.dumps(status)
-    )
-
-
-def _cs(name: str, image: str, state: dict[str, Any], last: dict[str, Any] | None = None) -> dict[str, Any]:
-    out = {"name": name, "image": image, "imageID": "", "ready": False, "restartCount": 0, "state": state}
-    if last is not None:
-        out["lastState"] = last
-    return out
 
 
 def test_kubectl_get_pl_shows_why_pods_do_not_serve(
@@ -232,18 +222,17 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     spec = pod["pull"]["spec"]
     runner = next(c["image"] for c in spec["containers"] if c["name"] == "model-runner")
     loader = next(c["image"] for c in spec["initContainers"] if c["name"] == "model-loader")
-    loaded = _cs("model-loader", loader, {"terminated": {"exitCode": 0, "reason": "Completed"}})
-    waiting = _cs("model-runner", runner, {"waiting": {"reason": "PodInitializing"}})
+    loaded = container_status("model-loader", loader, {"terminated": {"exitCode": 0, "reason": "Completed"}})
+    waiting = container_status("model-runner", runner, {"waiting": {"reason": "PodInitializing"}})
     pull = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{runner}"'}}
-    kubelet_reports(
-        cp, namespace, pod["pull"]["metadata"]["name"], [_cs("model-runner", runner, pull)], [loaded]
-    )
+    pulling = container_status("model-runner", runner, pull)
+    kubelet_reports(cp, namespace, pod["pull"]["metadata"]["name"], _pending([pulling], [loaded]))
     oom = {"terminated": {"exitCode": 1, "reason": "Error", "message": "torch.OutOfMemoryError: CUDA OOM"}}
-    crash = _cs("model-runner", runner, {"waiting": {"reason": "CrashLoopBackOff"}}, oom)
-    kubelet_reports(cp, namespace, pod["crash"]["metadata"]["name"], [crash], [loaded])
+    crash = container_status("model-runner", runner, {"waiting": {"reason": "CrashLoopBackOff"}}, oom)
+    kubelet_reports(cp, namespace, pod["crash"]["metadata"]["name"], _pending([crash], [loaded]))
     gated = {"terminated": {"exitCode": 1, "reason": "Error", "message": "fetching\n401: repo is gated\n"}}
-    failed = _cs("model-loader", loader, {"waiting": {"reason": "CrashLoopBackOff"}}, gated)
-    kubelet_reports(cp, namespace, pod["load"]["metadata"]["name"], [waiting], [failed])
+    failed = container_status("model-loader", loader, {"waiting": {"reason": "CrashLoopBackOff"}}, gated)
+    kubelet_reports(cp, namespace, pod["load"]["metadata"]["name"], _pending([waiting], [failed]))
 
     expected = {"pull": "ImagePullBackOff", "crash": "CrashLoopBackOff", "load": "ModelLoadFailed"}
     for n, want in expected.items():

@@ -10,27 +10,30 @@ operator's RULES, watching only the test namespace, with leader election off.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
+from operator_helpers import (
+    bind_operator_account,
+    get,
+    install_crds,
+    model,
+    playground,
+    reason,
+    wait_until,
+)
 
-from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
-from llmaz_devkit.demo import llmaz_crd_documents
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "e2e" / "fixtures" / "thirdparty_backend"
 CORE = ROOT / "packages" / "core"
-ACCOUNT_NAMESPACE = "llmaz-thirdparty-e2e"
 ACCOUNT = "llmaz-operator-thirdparty"
 
 
@@ -70,40 +73,10 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return env_dir
 
 
-def _account_kubeconfig(cp: ControlPlane) -> Path:
-    kubeconfig = cp.service_account_kubeconfig(ACCOUNT_NAMESPACE, ACCOUNT)
-    role = f"{ACCOUNT}-e2e"
-    cp.apply(
-        [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": role},
-                "rules": [r.to_dict() for r in RULES],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": role},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                "subjects": [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": ACCOUNT_NAMESPACE}],
-            },
-        ]
-    )
-    return kubeconfig
-
-
 @pytest.fixture
 def operator_log(control_plane: ControlPlane, venv: Path, namespace: str, tmp_path: Path) -> Iterator[Path]:
     """``llmaz operator run`` from the plugin's virtualenv, watching ``namespace``."""
-    install_crds_docs = llmaz_crd_documents(ROOT, control_plane.binary("helm"))
-    control_plane.apply(install_crds_docs)
-    control_plane.kubectl(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        *[f"crd/{d['metadata']['name']}" for d in install_crds_docs],
-    )
+    install_crds(control_plane)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"resyncSeconds": 10, "namespaces": [namespace]}))
     log = tmp_path / "operator.log"
@@ -113,7 +86,7 @@ def operator_log(control_plane: ControlPlane, venv: Path, namespace: str, tmp_pa
         "operator",
         "run",
         "--kubeconfig",
-        str(_account_kubeconfig(control_plane)),
+        str(bind_operator_account(control_plane, ACCOUNT)),
         "--config",
         str(config),
         "--metrics-port",
@@ -137,72 +110,28 @@ def operator_log(control_plane: ControlPlane, venv: Path, namespace: str, tmp_pa
         control_plane.kubectl("delete", "backendruntime", "echo", "--ignore-not-found", check=False)
 
 
-def _get(cp: ControlPlane, *args: str) -> dict[str, Any] | None:
-    res = cp.kubectl("get", *args, "-o", "json", check=False)
-    return json.loads(res.stdout) if res.returncode == 0 else None
-
-
-def _available(obj: dict[str, Any] | None) -> dict[str, Any]:
-    for cond in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Available":
-            return dict(cond)
-    return {}
-
-
-def _wait(check: Any, what: str, log: Path, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            tail = "\n".join(log.read_text().splitlines()[-40:])
-            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}\noperator log:\n{tail}")
-        time.sleep(0.5)
-
-
 def test_thirdparty_backend_runtime_is_applied_and_a_playground_using_it_converges(
     control_plane: ControlPlane, operator_log: Path, namespace: str
 ) -> None:
     cp = control_plane
-    br = _wait(lambda: _get(cp, "backendruntime", "echo"), "BackendRuntime echo", operator_log, 90)
+    br = wait_until(lambda: get(cp, "backendruntime/echo"), "BackendRuntime echo", 90, operator_log)
     assert br["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "llmaz"
     assert br["spec"]["image"] == "registry.example.com/echo-llm"
     assert br["spec"]["version"] == "0.3.0"
     cp.apply(
         [
-            {
-                "apiVersion": "llmaz.io/v1alpha1",
-                "kind": "OpenModel",
-                "metadata": {"name": "qwen-echo"},
-                "spec": {"familyName": "qwen2", "source": {"modelHub": {"modelID": "Qwen/qwen-echo"}}},
-            },
-            {
-                "apiVersion": "inference.llmaz.io/v1alpha1",
-                "kind": "Playground",
-                "metadata": {"name": "echo", "namespace": namespace},
-                "spec": {
-                    "replicas": 1,
-                    "modelClaim": {"modelName": "qwen-echo"},
-                    "backendRuntimeConfig": {
-                        "backendName": "echo",
-                        "resources": {
-                            "limits": {"cpu": "1", "memory": "1Gi"},
-                            "requests": {"cpu": "100m", "memory": "128Mi"},
-                        },
-                    },
-                },
-            },
+            model("qwen-echo"),
+            playground("echo", namespace, "qwen-echo", backendRuntimeConfig={"backendName": "echo"}),
         ]
     )
     try:
-        _wait(
-            lambda: _available(_get(cp, "playground", "echo", "-n", namespace)).get("reason") == "Available",
+        wait_until(
+            lambda: reason(cp, "playground/echo", namespace) == "Available",
             "the echo Playground to be Available",
-            operator_log,
             90,
+            operator_log,
         )
-        lws = _get(cp, "leaderworkerset", "echo", "-n", namespace)
+        lws = get(cp, "leaderworkerset/echo", namespace)
         assert lws is not None
         container = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]
         assert container["image"].startswith("registry.example.com/echo-llm:")
