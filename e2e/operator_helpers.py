@@ -103,6 +103,33 @@ def container_status(
     return out
 
 
+def not_ready_status(
+    containers: list[dict[str, Any]],
+    init: list[dict[str, Any]],
+    phase: str,
+    *,
+    initialized: bool | None = None,
+) -> dict[str, Any]:
+    """A not-ready pod's ``{"status": ...}`` with these container states (for
+    :func:`kubelet_reports`); an ``Initialized`` condition only when ``initialized`` is given."""
+    t = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [{"type": "PodScheduled", "status": "True", "lastTransitionTime": t}]
+    if initialized is not None:
+        conditions.append({"type": "Initialized", "status": str(initialized), "lastTransitionTime": t})
+    conditions += [
+        {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
+        {"type": "Ready", "status": "False", "lastTransitionTime": t},
+    ]
+    return {
+        "status": {
+            "phase": phase,
+            "conditions": conditions,
+            "initContainerStatuses": init,
+            "containerStatuses": containers,
+        }
+    }
+
+
 def kubelet_reports(cp: ControlPlane, namespace: str, pod: str, status: dict[str, Any]) -> None:
     """Stand-in for the kubelet (none runs here): ``{"status": ...}`` merged into the pod's status
     subresource, the way a kubelet reports container states."""

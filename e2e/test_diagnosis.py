@@ -16,7 +16,7 @@ import datetime as dt
 from typing import Any
 
 import pytest
-from operator_helpers import container_status, kubelet_reports
+from operator_helpers import container_status, kubelet_reports, not_ready_status
 
 from llmaz.api import OpenModel, Playground
 from llmaz.plugins.manager import PluginManager
@@ -86,24 +86,7 @@ A100_ONE = {
 
 
 def _not_ready(containers: list[dict[str, Any]], init: list[dict[str, Any]], phase: str) -> dict[str, Any]:
-    t = now().strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {
-        "status": {
-            "phase": phase,
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
-                {
-                    "type": "Initialized",
-                    "status": "True" if phase == "Running" else "False",
-                    "lastTransitionTime": t,
-                },
-                {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
-                {"type": "Ready", "status": "False", "lastTransitionTime": t},
-            ],
-            "initContainerStatuses": init,
-            "containerStatuses": containers,
-        }
-    }
+    return not_ready_status(containers, init, phase, initialized=phase == "Running")
 
 
 def test_every_reason_from_real_pods(

@@ -14,7 +14,6 @@ watch and show the reason in ``kubectl get pl``.
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -30,6 +29,7 @@ from operator_helpers import (
     install_crds,
     kubelet_reports,
     model,
+    not_ready_status,
     playground,
     reason,
     running_operator,
@@ -188,23 +188,6 @@ def test_operator_falls_back_reports_and_recovers(
     assert serving_pod(cp, namespace, "fb-two")["spec"]["nodeName"] in POOLS["a100"].node_names()
 
 
-def _pending(containers: list[Any], init: list[Any]) -> dict[str, Any]:
-    """A Pending pod's status with these container states (for :func:`kubelet_reports`)."""
-    t = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    return {
-        "status": {
-            "phase": "Pending",
-            "conditions": [
-                {"type": "PodScheduled", "status": "True", "lastTransitionTime": t},
-                {"type": "ContainersReady", "status": "False", "lastTransitionTime": t},
-                {"type": "Ready", "status": "False", "lastTransitionTime": t},
-            ],
-            "initContainerStatuses": init,
-            "containerStatuses": containers,
-        }
-    }
-
-
 def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     control_plane: ControlPlane, operator: Operator, namespace: str
 ) -> None:
@@ -226,13 +209,19 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     waiting = container_status("model-runner", runner, {"waiting": {"reason": "PodInitializing"}})
     pull = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{runner}"'}}
     pulling = container_status("model-runner", runner, pull)
-    kubelet_reports(cp, namespace, pod["pull"]["metadata"]["name"], _pending([pulling], [loaded]))
+    kubelet_reports(
+        cp, namespace, pod["pull"]["metadata"]["name"], not_ready_status([pulling], [loaded], "Pending")
+    )
     oom = {"terminated": {"exitCode": 1, "reason": "Error", "message": "torch.OutOfMemoryError: CUDA OOM"}}
     crash = container_status("model-runner", runner, {"waiting": {"reason": "CrashLoopBackOff"}}, oom)
-    kubelet_reports(cp, namespace, pod["crash"]["metadata"]["name"], _pending([crash], [loaded]))
+    kubelet_reports(
+        cp, namespace, pod["crash"]["metadata"]["name"], not_ready_status([crash], [loaded], "Pending")
+    )
     gated = {"terminated": {"exitCode": 1, "reason": "Error", "message": "fetching\n401: repo is gated\n"}}
     failed = container_status("model-loader", loader, {"waiting": {"reason": "CrashLoopBackOff"}}, gated)
-    kubelet_reports(cp, namespace, pod["load"]["metadata"]["name"], _pending([waiting], [failed]))
+    kubelet_reports(
+        cp, namespace, pod["load"]["metadata"]["name"], not_ready_status([waiting], [failed], "Pending")
+    )
 
     expected = {"pull": "ImagePullBackOff", "crash": "CrashLoopBackOff", "load": "ModelLoadFailed"}
     for n, want in expected.items():
