@@ -8,13 +8,13 @@ from typing import Any, cast
 
 import pytest
 
-from llmaz.operator.config import OperatorConfig
-from llmaz.operator.integrations import IntegrationState, _desired, workloads_of
+from llmaz.operator.config import Integrations, OperatorConfig
+from llmaz.operator.integrations import IntegrationState, _desired, missing_crd, workloads_of
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import IDX_MODELS, IDX_PLAYGROUNDS, IDX_SERVICES, Indexes, Runtime
 from llmaz.plugins.manager import PluginManager
-from llmaz.render.integrations import render_integrations
-from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
+from llmaz.render.integrations import KIND_SOURCES, render_integrations
+from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, INTEGRATIONS
 
 NS = "llm"
 
@@ -131,3 +131,37 @@ def test_only_spec_annotation_owner_or_deletion_changes_trigger_a_pass() -> None
     assert state.relevant("MODIFIED", annotated)
     assert not state.relevant("MODIFIED", annotated)
     assert state.relevant("DELETED", annotated)
+
+
+def test_every_integration_kind_names_a_real_setting_and_project_in_its_missing_crd_message() -> None:
+    aliases = {f.alias for f in Integrations.model_fields.values()}
+    for (api_version, kind), (integration, project) in KIND_SOURCES.items():
+        assert integration in INTEGRATIONS
+        setting = Integrations.setting_of(integration)
+        assert setting in aliases, (kind, setting)
+        problem = missing_crd(api_version, kind)
+        assert problem.reason == "CRDNotInstalled"
+        assert f"{kind} ({api_version}) is not installed" in problem.message
+        assert f"install the {project} CRDs" in problem.message
+        assert f"integrations.{setting} off" in problem.message
+    assert Integrations.setting_of("ai-gateway") == "aiGateway"
+
+
+def test_a_status_update_that_drops_our_condition_is_noticed_and_others_are_not() -> None:
+    state = IntegrationState()
+    pg = playground("chat", "qwen")
+    cond = {
+        "type": "IntegrationsReady",
+        "status": "True",
+        "reason": "Applied",
+        "message": "in place: Backend",
+    }
+    assert not state.condition_lost(pg)  # never computed: nothing to compare
+    state.conditions["uid-chat"] = cond
+    assert state.condition_lost({**pg, "status": {"conditions": []}})
+    same = {**cond, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    assert not state.condition_lost({**pg, "status": {"conditions": [same]}})
+    state.conditions["uid-chat"] = None  # nothing applies: the condition must be absent
+    assert state.condition_lost({**pg, "status": {"conditions": [same]}})
+    assert state.relevant("DELETED", pg)
+    assert "uid-chat" not in state.conditions

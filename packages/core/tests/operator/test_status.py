@@ -5,11 +5,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from llmaz.operator.status import (
+    IntegrationProblem,
     Observation,
     compute_status,
+    condition_differs,
     error_reason,
+    integrations_condition,
     managed_by_condition,
     status_changed,
+    with_condition,
 )
 from llmaz.render import ModelNotFound, UnknownTemplateVariable
 
@@ -102,3 +106,74 @@ def test_in_use_names_users_and_says_unused() -> None:
     assert cond["message"].startswith("used by 12 objects: Playground a/p0, ")
     assert cond["message"].endswith(" and 2 more")
     assert in_use_condition([], 1, None, T0)["reason"] == "Unused"
+
+
+# ------------------------------------------------------------------------------ IntegrationsReady
+
+MISSING = IntegrationProblem("CRDNotInstalled", "AIServiceBackend is not installed: install its CRDs")
+NO_GATEWAY = IntegrationProblem("GatewayNotFound", "Gateway llm/llmaz-gateway does not exist: create it")
+
+
+def test_integrations_condition_is_false_with_every_problem_in_a_stable_order() -> None:
+    one = integrations_condition({"Backend"}, [NO_GATEWAY, MISSING, MISSING], 4, None, T0)
+    two = integrations_condition({"Backend"}, [MISSING, NO_GATEWAY], 4, None, T0)
+    assert one == two
+    assert one is not None
+    assert (one["type"], one["status"], one["reason"]) == ("IntegrationsReady", "False", "CRDNotInstalled")
+    assert one["message"] == f"{MISSING.message}; {NO_GATEWAY.message}"
+    assert one["observedGeneration"] == 4
+
+
+def test_integrations_condition_is_true_naming_the_kinds_and_absent_when_nothing_applies() -> None:
+    failing = integrations_condition(set(), [MISSING], 1, None, T0)
+    fixed = integrations_condition({"Backend", "AIServiceBackend"}, [], 1, {"conditions": [failing]}, T1)
+    assert fixed is not None
+    assert (fixed["status"], fixed["reason"]) == ("True", "Applied")
+    assert fixed["message"] == "in place: AIServiceBackend, Backend"
+    assert fixed["lastTransitionTime"] == "2026-01-01T00:05:00Z"  # the status changed
+    again = integrations_condition(
+        {"Backend", "AIServiceBackend"}, [], 1, {"conditions": [fixed]}, T1 + timedelta(hours=1)
+    )
+    assert again is not None
+    assert again["lastTransitionTime"] == fixed["lastTransitionTime"]
+    assert integrations_condition(set(), [], 1, None, T0) is None
+
+
+def test_a_long_list_of_problems_is_cut() -> None:
+    many = [IntegrationProblem("Rejected", f"object {i} " + "x" * 100) for i in range(20)]
+    cond = integrations_condition(set(), many, 1, None, T0)
+    assert cond is not None
+    assert len(cond["message"]) == 1024
+    assert cond["message"].endswith("...")
+
+
+def test_compute_status_keeps_the_condition_the_integration_reconcile_owns() -> None:
+    integrations = integrations_condition(set(), [MISSING], 2, None, T0)
+    before = {"conditions": [integrations], "replicas": 0}
+    status = compute_status(
+        "Playground", Observation(generation=2, desired=1, ready=1, available=True), before, T1
+    )
+    c = conditions(status)
+    assert set(c) == {"Progressing", "Available", "IntegrationsReady"}
+    assert c["IntegrationsReady"] == integrations
+    # and a status whose only change would be dropping it is not a change it makes
+    assert not status_changed(
+        status,
+        compute_status(
+            "Playground", Observation(generation=2, desired=1, ready=1, available=True), status, T1
+        ),
+    )
+
+
+def test_with_condition_replaces_or_removes_one_type_and_differs_ignores_time() -> None:
+    status = compute_status("Service", Observation(generation=1), None, T0)
+    cond = integrations_condition({"PodMonitor"}, [], 1, None, T0)
+    added = {"conditions": with_condition(status, cond, "IntegrationsReady")}
+    assert [c["type"] for c in added["conditions"]] == ["Progressing", "Available", "IntegrationsReady"]
+    assert condition_differs(status, cond, "IntegrationsReady")
+    assert cond is not None
+    later = {**cond, "lastTransitionTime": "2030-01-01T00:00:00Z"}
+    assert not condition_differs(added, later, "IntegrationsReady")
+    removed = {"conditions": with_condition(added, None, "IntegrationsReady")}
+    assert removed == {"conditions": status["conditions"]}
+    assert not condition_differs(removed, None, "IntegrationsReady")

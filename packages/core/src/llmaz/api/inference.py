@@ -48,6 +48,9 @@ MODEL_RUNNER_CONTAINER = MODEL_RUNNER
 
 CONDITION_AVAILABLE = "Available"
 CONDITION_PROGRESSING = "Progressing"
+CONDITION_INTEGRATIONS_READY = "IntegrationsReady"
+"""Whether the operator could apply the integration objects (gateway routes, pools, monitors) of a
+Playground/Service; absent when no integration applies to it."""
 
 
 LIMIT_CHECKED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")

@@ -126,6 +126,13 @@ class Integrations(ApiModel):
     )
     scrape_interval: ShortString = Field(default="30s", description="Scrape interval of the PodMonitors.")
 
+    @staticmethod
+    def setting_of(integration: str) -> str:
+        """The setting (camelCase, as in the config file) that switches ``integration`` on, e.g.
+        ``aiGateway`` for ``ai-gateway``."""
+        head, *rest = integration.split("-")
+        return head + "".join(part.title() for part in rest)
+
     def render_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`llmaz.render.integrations.render_integrations`."""
         return {

@@ -11,6 +11,14 @@ Reconciles run per namespace, coalesced: events of workloads and OpenModels mark
 and one task drains the dirty set. A kind whose CRD is not installed is skipped (one warning per
 process, re-checked at each resync). A workload whose annotations are invalid is left out and gets a
 Warning Event (once per distinct message); nothing is written when nothing changed.
+
+Each workload's status carries the outcome as the condition ``IntegrationsReady``
+(:func:`llmaz.operator.status.integrations_condition`): ``False`` with the reason and what to do when
+an object of it could not be applied (its CRD is missing, the Gateway in the settings is absent, the
+API server refused it, another object holds its name, its annotations are invalid), ``True`` when
+every object is in place, absent when no integration applies. It is written only when it changes. A
+namespace with a problem is passed over again after a growing delay (from ``min(30 s,
+resyncSeconds)`` up to ``resyncSeconds``), so installing a CRD or creating the Gateway clears it.
 """
 
 from __future__ import annotations
@@ -25,12 +33,31 @@ from pydantic import ValidationError
 
 from llmaz.api import OpenModel, Playground, Service
 from llmaz.api.conventions import DEFAULT_BACKEND, MANAGED_BY, MANAGER
+from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
+from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
-from llmaz.operator.engine import _event, owner_reference
+from llmaz.operator.engine import _digest, _event, owner_reference
 from llmaz.operator.kube import KubeError, ObjectKey, resource_path
-from llmaz.operator.runtime import Indexes, Runtime, Snapshot, controller_uid, uid_of
+from llmaz.operator.runtime import Indexes, Runtime, Snapshot, controller_uid, resource_version, uid_of
+from llmaz.operator.status import (
+    REASON_CRD_NOT_INSTALLED,
+    REASON_GATEWAY_NOT_FOUND,
+    REASON_NAME_CONFLICT,
+    REASON_REJECTED,
+    IntegrationProblem,
+    condition_differs,
+    integrations_condition,
+    with_condition,
+)
 from llmaz.render import RenderError
-from llmaz.render.integrations import MANAGED_KINDS, IntegrationObjects, render_integrations, stale_objects
+from llmaz.render.gateway import GATEWAY_API_VERSION
+from llmaz.render.integrations import (
+    KIND_SOURCES,
+    MANAGED_KINDS,
+    IntegrationObjects,
+    render_integrations,
+    stale_objects,
+)
 from llmaz.render.workload import Workload
 
 __all__ = ["IntegrationState", "reconcile_namespace", "workloads_of"]
@@ -39,6 +66,13 @@ log = logging.getLogger("llmaz.operator.integrations")
 
 COALESCE_SECONDS = 0.2
 """Events arriving within this window are handled by one namespace reconcile."""
+FIRST_RECHECK_SECONDS = 30.0
+"""First delay before a namespace with an integration problem is passed over again (doubling up to
+``resyncSeconds``)."""
+ROUTE_KINDS = frozenset({"AIGatewayRoute", "HTTPRoute"})
+"""Kinds that attach to the Gateway named in the settings."""
+REFUSED = frozenset({400, 403, 409, 422})
+"""HTTP statuses of an apply the API server refused for the object itself (retrying cannot help)."""
 
 
 @dataclass
@@ -55,6 +89,13 @@ class IntegrationState:
     """Workload uid -> the error message last posted as an Event (posted again only when it changes)."""
     seen: dict[str, Any] = field(default_factory=dict)
     """Workload uid -> what the integrations read of it when last seen (see :meth:`relevant`)."""
+    conditions: dict[str, Any] = field(default_factory=dict)
+    """Workload uid -> the ``IntegrationsReady`` condition last computed (without its time)."""
+    written: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Workload uid -> (digest of the condition written, resourceVersion the API server answered)."""
+    rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
+    """Namespace -> a pass scheduled because the last one met a problem."""
+    recheck_delay: dict[str, float] = field(default_factory=dict)
 
     def relevant(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         """Whether a workload event can change integration objects: a deletion, the initial
@@ -62,8 +103,8 @@ class IntegrationState:
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid", ""))
         if event_type == "DELETED":
-            self.seen.pop(uid, None)
-            self.reported.pop(uid, None)
+            for kept in (self.seen, self.reported, self.conditions, self.written):
+                kept.pop(uid, None)
             return True
         fingerprint = (
             meta.get("generation"),
@@ -75,6 +116,14 @@ class IntegrationState:
             return False
         self.seen[uid] = fingerprint
         return True
+
+    def condition_lost(self, body: Mapping[str, Any]) -> bool:
+        """Whether the workload's ``IntegrationsReady`` is not the one last computed: another writer
+        replaced the status with an older copy, or our write met a newer version (HTTP 409)."""
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        if uid not in self.conditions:
+            return False
+        return condition_differs(body.get("status"), self.conditions[uid], CONDITION_INTEGRATIONS_READY)
 
 
 # ------------------------------------------------------------------------------ workloads
@@ -222,11 +271,180 @@ async def _report(rt: Runtime, state: IntegrationState, owner: Snapshot, err: Re
     state.reported[uid] = message
 
 
+WorkloadKey = tuple[str, str]
+
+
+@dataclass
+class _Outcome:
+    """What one namespace pass achieved, per workload ``(namespace, name)``."""
+
+    applied: dict[WorkloadKey, set[str]] = field(default_factory=dict)
+    problems: dict[WorkloadKey, set[IntegrationProblem]] = field(default_factory=dict)
+
+    def ok(self, owners: list[WorkloadKey], kind: str) -> None:
+        for owner in owners:
+            self.applied.setdefault(owner, set()).add(kind)
+
+    def fail(self, owners: list[WorkloadKey], problem: IntegrationProblem) -> None:
+        for owner in owners:
+            self.problems.setdefault(owner, set()).add(problem)
+
+
+def _owners(obj: Mapping[str, Any]) -> list[WorkloadKey]:
+    meta = obj.get("metadata") or {}
+    return [(str(meta.get("namespace") or ""), str(r["name"])) for r in meta.get("ownerReferences") or []]
+
+
+def missing_crd(api_version: str, kind: str) -> IntegrationProblem:
+    """The problem of an object whose kind the cluster does not know, naming the fix."""
+    integration, project = KIND_SOURCES[(api_version, kind)]
+    setting = Integrations.setting_of(integration)
+    return IntegrationProblem(
+        REASON_CRD_NOT_INSTALLED,
+        f"{kind} ({api_version}) is not installed in the cluster: install the {project} CRDs, or "
+        f"switch integrations.{setting} off in the operator configuration",
+    )
+
+
+def _gateway_missing(rt: Runtime, namespace: str) -> IntegrationProblem | None:
+    """The problem of routes whose Gateway (``integrations.gatewayName``) does not exist, if so."""
+    settings = rt.config.integrations
+    gw_namespace = settings.gateway_namespace or namespace
+    path = resource_path(GATEWAY_API_VERSION, "Gateway", gw_namespace, settings.gateway_name)
+    try:
+        rt.kube.request("GET", path)
+    except KubeError as err:
+        if err.status != 404:
+            raise
+        return IntegrationProblem(
+            REASON_GATEWAY_NOT_FOUND,
+            f"Gateway {gw_namespace}/{settings.gateway_name} does not exist, so the routes attach to "
+            "nothing: create it, or set integrations.gatewayName (and gatewayNamespace) in the "
+            "operator configuration to an existing Gateway",
+        )
+    return None
+
+
+async def _apply_all(
+    rt: Runtime,
+    state: IntegrationState,
+    namespace: str,
+    desired: list[dict[str, Any]],
+    live: dict[ObjectKey, Any],
+) -> _Outcome:
+    """Apply what differs; record per workload which kinds are in place and what went wrong."""
+    outcome = _Outcome()
+    routed: list[WorkloadKey] = []
+    for obj in desired:
+        key = ObjectKey.of(obj)
+        owners = _owners(obj)
+        if (key.api_version, key.kind) in state.missing:
+            outcome.fail(owners, missing_crd(key.api_version, key.kind))
+            continue
+        current = live.get(key)
+        if current is not None and key.kind != "AIGatewayRoute":
+            foreign = controller_uid(current)
+            mine = obj["metadata"]["ownerReferences"][0]["uid"]
+            if foreign not in (None, mine):
+                log.warning("%s %s/%s belongs to another object; left alone", key.kind, namespace, key.name)
+                outcome.fail(
+                    owners,
+                    IntegrationProblem(
+                        REASON_NAME_CONFLICT,
+                        f"{key.kind} {namespace}/{key.name} exists and is controlled by another object: "
+                        "delete that object or rename this one",
+                    ),
+                )
+                continue
+        if current is None or not contains(current, obj):
+            try:
+                await asyncio.to_thread(rt.kube.apply, obj)
+            except KubeError as err:
+                if err.status == 404:
+                    state.missing.add((key.api_version, key.kind))  # CRD removed since the list
+                    outcome.fail(owners, missing_crd(key.api_version, key.kind))
+                    continue
+                if err.status not in REFUSED:
+                    raise
+                log.warning("the API server refused %s %s/%s: %s", key.kind, namespace, key.name, err.message)
+                outcome.fail(
+                    owners,
+                    IntegrationProblem(
+                        REASON_REJECTED,
+                        f"the API server refused {key.kind} {namespace}/{key.name}: {err.message}",
+                    ),
+                )
+                continue
+            log.info("applied %s %s/%s", key.kind, namespace, key.name)
+        outcome.ok(owners, key.kind)
+        if key.kind in ROUTE_KINDS:
+            routed += owners
+    if routed:
+        problem = await asyncio.to_thread(_gateway_missing, rt, namespace)
+        if problem is not None:
+            outcome.fail(routed, problem)
+    return outcome
+
+
+async def _write_conditions(
+    rt: Runtime, state: IntegrationState, snaps: list[Snapshot], outcome: _Outcome
+) -> None:
+    """Patch each workload's ``IntegrationsReady`` where it differs from what this pass found."""
+    for snap in snaps:
+        meta = snap.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name")))
+        uid = uid_of(snap)
+        cond = integrations_condition(
+            outcome.applied.get(key, set()),
+            outcome.problems.get(key, set()),
+            int(meta.get("generation") or 0),
+            snap.get("status"),
+            rt.clock(),
+        )
+        state.conditions[uid] = (
+            None if cond is None else {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+        )
+        if not condition_differs(snap.get("status"), cond, CONDITION_INTEGRATIONS_READY):
+            continue
+        digest = _digest(state.conditions[uid])
+        cached = state.written.get(uid)
+        if cached is not None and cached[0] == digest and resource_version(snap) < cached[1]:
+            continue  # our own write, not yet seen by the watch
+        conditions = with_condition(snap.get("status"), cond, CONDITION_INTEGRATIONS_READY)
+        try:
+            answer = await asyncio.to_thread(
+                rt.kube.patch_status,
+                snap["apiVersion"],
+                snap["kind"],
+                key[0],
+                key[1],
+                {"conditions": conditions},
+                str(meta.get("resourceVersion") or ""),
+            )
+        except KubeError as err:
+            if err.status not in {404, 409}:
+                raise
+            # deleted, or changed since it was read: its next event is compared with what we want
+            log.info("%s %s/%s changed before its IntegrationsReady was written", snap["kind"], *key)
+            continue
+        state.written[uid] = (digest, resource_version(answer))
+        if cond is not None:
+            log.info(
+                "%s %s/%s: IntegrationsReady=%s (%s)", snap["kind"], *key, cond["status"], cond["reason"]
+            )
+
+
 async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes, namespace: str) -> None:
-    """Make the integration objects of ``namespace`` what the workloads and the settings ask for."""
+    """Make the integration objects of ``namespace`` what the workloads and the settings ask for,
+    and each workload's ``IntegrationsReady`` condition say how that went."""
     good, bad = workloads_of(rt, idx, namespace)
+    snaps = [s for s, _ in good] + [s for s, _ in bad]
+    outcome = _Outcome()
     for snap, err in bad:
         await _report(rt, state, snap, err)
+        outcome.fail(
+            [(namespace, str(snap["metadata"]["name"]))], IntegrationProblem(err.condition_reason, str(err))
+        )
     bad_uids = {uid_of(s) for s, _ in bad}
     for snap, _ in good:
         uid = uid_of(snap)
@@ -236,40 +454,28 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         result = render_integrations([w for _, w in good], **rt.config.integrations.render_options())
     except RenderError as err:
         # TooManyModels or a bad InferenceModel annotation: report it and keep what exists
-        for snap, _ in good:
+        for snap, w in good:
             await _report(rt, state, snap, err)
+            outcome.fail([(w.namespace, w.name)], IntegrationProblem(err.condition_reason, str(err)))
+        await _write_conditions(rt, state, snaps, outcome)
+        _schedule_recheck(rt, state, namespace, problems=True)
         return
     owners = {(w.namespace, w.name): snap for snap, w in good}
-    desired = [o for o in _desired(result, owners) if (o["apiVersion"], o["kind"]) not in state.missing]
+    desired = _desired(result, owners)
     observed: list[Snapshot] = []
     for api_version, kind in MANAGED_KINDS:
         observed += await asyncio.to_thread(_list, rt, state, api_version, kind, namespace)
     live = {ObjectKey.of(o): o for o in observed}
-    for obj in desired:
-        key = ObjectKey.of(obj)
-        if (key.api_version, key.kind) in state.missing:
-            continue
-        current = live.get(key)
-        if current is not None and contains(current, obj):
-            continue
-        if current is not None and key.kind != "AIGatewayRoute":
-            foreign = controller_uid(current)
-            mine = obj["metadata"]["ownerReferences"][0]["uid"]
-            if foreign not in (None, mine):
-                log.warning("%s %s/%s belongs to another object; left alone", key.kind, namespace, key.name)
-                continue
-        try:
-            await asyncio.to_thread(rt.kube.apply, obj)
-        except KubeError as err:
-            if err.status != 404:
-                raise
-            state.missing.add((key.api_version, key.kind))  # CRD removed since the list
-            continue
-        log.info("applied %s %s/%s", key.kind, namespace, key.name)
+    applied = await _apply_all(rt, state, namespace, desired, live)
+    outcome.applied.update(applied.applied)
+    for owner, found in applied.problems.items():
+        outcome.problems.setdefault(owner, set()).update(found)
     for stale in stale_objects(observed, result):
         key = ObjectKey(*stale)
         await asyncio.to_thread(rt.kube.delete, key, uid_of(live[key]))
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
+    await _write_conditions(rt, state, snaps, outcome)
+    _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))
 
 
 # ------------------------------------------------------------------------------ scheduling
@@ -289,6 +495,29 @@ def mark(rt: Runtime, state: IntegrationState, *namespaces: str) -> None:
         state.runner = asyncio.ensure_future(_drain(rt, state))
         rt.tasks.add(state.runner)
         state.runner.add_done_callback(rt.tasks.discard)
+
+
+def _schedule_recheck(rt: Runtime, state: IntegrationState, namespace: str, *, problems: bool) -> None:
+    """After a pass with problems, pass over ``namespace`` again later (forgetting which CRDs were
+    missing), with a delay that doubles up to ``resyncSeconds``; a clean pass resets the delay."""
+    if not problems:
+        state.recheck_delay.pop(namespace, None)
+        handle = state.rechecks.pop(namespace, None)
+        if handle is not None:
+            handle.cancel()
+        return
+    if namespace in state.rechecks:
+        return
+    ceiling = float(rt.config.resync_seconds)
+    delay = min(state.recheck_delay.get(namespace, min(FIRST_RECHECK_SECONDS, ceiling)), ceiling)
+    state.recheck_delay[namespace] = min(delay * 2, ceiling)
+
+    def fire() -> None:
+        state.rechecks.pop(namespace, None)
+        state.missing.clear()
+        mark(rt, state, namespace)
+
+    state.rechecks[namespace] = asyncio.get_running_loop().call_later(delay, fire)
 
 
 async def _drain(rt: Runtime, state: IntegrationState) -> None:

@@ -217,16 +217,26 @@ class Kube:
             raise
         return True
 
-    def patch_status(
-        self, api_version: str, kind: str, namespace: str | None, name: str, status: Mapping[str, Any]
+    def patch_status(  # noqa: PLR0917
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Merge-patch ``status`` (the ``/status`` subresource)."""
+        """Merge-patch ``status`` (the ``/status`` subresource). With ``resource_version`` the patch
+        applies only to that version of the object (else HTTP 409), for read-modify-write of lists."""
         path = resource_path(api_version, kind, namespace, name) + "/status"
+        body: dict[str, Any] = {"status": dict(status)}
+        if resource_version:
+            body["metadata"] = {"resourceVersion": resource_version}
         result: dict[str, Any] = self.request(
             "PATCH",
             path,
             query={"fieldManager": FIELD_MANAGER},
-            body={"status": dict(status)},
+            body=body,
             content_type="application/merge-patch+json",
             resource=plural_of(kind) + "/status",
         )

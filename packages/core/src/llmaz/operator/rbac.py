@@ -91,4 +91,10 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
     *integration_rules(),
+    Rule(
+        ("gateway.networking.k8s.io",),
+        ("gateways",),
+        ("get",),
+        "routes' Gateway (integrations.gatewayName) checked before IntegrationsReady says True",
+    ),
 )

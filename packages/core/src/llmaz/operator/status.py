@@ -8,34 +8,46 @@ changes only when ``status`` changes):
 * ``Progressing``: ``True``/``Pending`` while the workload rolls out; ``False`` with the blocking
   reason when the operator cannot proceed (``ModelNotFound``...), ``False``/``Available`` when done.
 
+A third, ``IntegrationsReady`` (:func:`integrations_condition`), is written by the integration
+reconcile, not by :func:`compute_status`, which keeps it (and any other condition it does not own) as
+it finds it.
+
 Pure: no kopf, no client, no clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
-from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_PROGRESSING
+from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_INTEGRATIONS_READY, CONDITION_PROGRESSING
 from llmaz.render.diagnosis import Reason
 from llmaz.render.errors import RenderError
 
 __all__ = [
+    "REASON_APPLIED",
     "REASON_AVAILABLE",
+    "REASON_CRD_NOT_INSTALLED",
+    "REASON_GATEWAY_NOT_FOUND",
     "REASON_NAME_CONFLICT",
     "REASON_PENDING",
+    "REASON_REJECTED",
+    "IntegrationProblem",
     "Observation",
     "available_of",
     "compute_status",
+    "condition_differs",
     "error_reason",
     "format_time",
     "in_use_condition",
+    "integrations_condition",
     "managed_by_condition",
     "status_changed",
     "transitions",
+    "with_condition",
 ]
 
 REASON_AVAILABLE = "Available"
@@ -111,6 +123,9 @@ def _condition(  # noqa: PLR0917
     }
 
 
+_OWN_TYPES = frozenset({CONDITION_PROGRESSING, CONDITION_AVAILABLE})
+
+
 def compute_status(
     kind: str, seen: Observation, previous: Mapping[str, Any] | None, now: datetime
 ) -> dict[str, Any]:
@@ -146,7 +161,9 @@ def compute_status(
         message = f"waiting for replicas to become ready: {seen.ready}/{seen.desired} ready"
         progressing = _condition(old, CONDITION_PROGRESSING, True, REASON_PENDING, message, gen, now)
         available = _condition(old, CONDITION_AVAILABLE, False, REASON_PENDING, message, gen, now)
-    status: dict[str, Any] = {"conditions": [progressing, available], "replicas": seen.ready}
+    # conditions another reconcile owns (IntegrationsReady) are kept as they are
+    kept = [dict(c) for t, c in old.items() if t not in _OWN_TYPES]
+    status: dict[str, Any] = {"conditions": [progressing, available, *kept], "replicas": seen.ready}
     if seen.selector:
         status["selector"] = seen.selector
     if seen.flavor is not None:
@@ -280,3 +297,96 @@ def in_use_condition(
     more = f" and {len(users) - IN_USE_LISTED} more" if len(users) > IN_USE_LISTED else ""
     message = f"used by {len(users)} object{'s' if len(users) != 1 else ''}: {names}{more}"
     return _condition(old, CONDITION_IN_USE, True, "Referenced", message, generation, now)
+
+
+# ------------------------------------------------------------------------------ integrations
+
+REASON_APPLIED = "Applied"
+REASON_CRD_NOT_INSTALLED = "CRDNotInstalled"
+REASON_GATEWAY_NOT_FOUND = "GatewayNotFound"
+REASON_REJECTED = "Rejected"
+MAX_MESSAGE = 1024
+"""Longest condition message written (the rest is cut with an ellipsis)."""
+
+
+@dataclass(frozen=True, order=True)
+class IntegrationProblem:
+    """Why an integration object of a workload could not be applied, and what to do about it.
+
+    :param reason: condition reason (``CRDNotInstalled``, ``GatewayNotFound``, ``Rejected``,
+        ``NameConflict``, or a render error's reason such as ``InvalidAnnotation``).
+    :param message: names the object or setting at fault and the fix.
+    """
+
+    reason: str
+    message: str
+
+
+def integrations_condition(
+    applied: Collection[str],
+    problems: Collection[IntegrationProblem],
+    generation: int,
+    previous: Mapping[str, Any] | None,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """``IntegrationsReady`` of a workload from the kinds of its integration objects that are in
+    place (``applied``) and the problems met; ``None`` (no condition) when neither exists.
+
+    ``True``/``Applied`` names the kinds; ``False`` takes the reason of the first problem (problems
+    are sorted, so the result does not depend on the order they were met in) and lists every
+    distinct message.
+    """
+    old = {
+        str(c.get("type")): c
+        for c in ((previous or {}).get("conditions") or [])
+        if isinstance(c, Mapping) and c.get("type")
+    }
+    if problems:
+        ordered = sorted(set(problems))
+        message = "; ".join(p.message for p in ordered)
+        if len(message) > MAX_MESSAGE:
+            message = message[: MAX_MESSAGE - 3] + "..."
+        return _condition(
+            old, CONDITION_INTEGRATIONS_READY, False, ordered[0].reason, message, generation, now
+        )
+    if not applied:
+        return None
+    kinds = ", ".join(sorted(set(applied)))
+    return _condition(
+        old, CONDITION_INTEGRATIONS_READY, True, REASON_APPLIED, f"in place: {kinds}", generation, now
+    )
+
+
+def _without_time(cond: Mapping[str, Any] | None) -> Any:
+    return None if cond is None else {k: v for k, v in cond.items() if k != "lastTransitionTime"}
+
+
+def condition_differs(
+    status: Mapping[str, Any] | None, condition: Mapping[str, Any] | None, type_: str
+) -> bool:
+    """Whether ``status`` holds something else than ``condition`` (``None``: no condition) under
+    ``type_``; ``lastTransitionTime`` is not compared."""
+    current = next(
+        (
+            c
+            for c in (status or {}).get("conditions") or []
+            if isinstance(c, Mapping) and c.get("type") == type_
+        ),
+        None,
+    )
+    return bool(_without_time(current) != _without_time(condition))
+
+
+def with_condition(
+    status: Mapping[str, Any] | None, condition: Mapping[str, Any] | None, type_: str
+) -> list[dict[str, Any]]:
+    """The conditions of ``status`` with the one of ``type_`` replaced by ``condition`` (removed
+    when ``None``); the others keep their order."""
+    out = [
+        dict(c)
+        for c in (status or {}).get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") != type_
+    ]
+    if condition is not None:
+        out.append(dict(condition))
+    return out

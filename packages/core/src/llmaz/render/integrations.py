@@ -32,6 +32,7 @@ from llmaz.render.monitoring import MONITORING_API_VERSION, render_pod_monitor
 from llmaz.render.workload import Workload
 
 __all__ = [
+    "KIND_SOURCES",
     "MANAGED_KINDS",
     "IntegrationObjects",
     "ObjectKey",
@@ -40,15 +41,19 @@ __all__ = [
     "stale_objects",
 ]
 
-MANAGED_KINDS: tuple[tuple[str, str], ...] = (
-    (ENVOY_GATEWAY_API_VERSION, "Backend"),
-    (AIGATEWAY_API_VERSION, "AIServiceBackend"),
-    (AIGATEWAY_API_VERSION, "AIGatewayRoute"),
-    (GATEWAY_API_VERSION, "HTTPRoute"),
-    (INFERENCE_API_VERSION, "InferencePool"),
-    (INFERENCE_API_VERSION, "InferenceModel"),
-    (MONITORING_API_VERSION, "PodMonitor"),
-)
+KIND_SOURCES: Mapping[tuple[str, str], tuple[str, str]] = {
+    (ENVOY_GATEWAY_API_VERSION, "Backend"): ("ai-gateway", "Envoy Gateway"),
+    (AIGATEWAY_API_VERSION, "AIServiceBackend"): ("ai-gateway", "Envoy AI Gateway"),
+    (AIGATEWAY_API_VERSION, "AIGatewayRoute"): ("ai-gateway", "Envoy AI Gateway"),
+    (GATEWAY_API_VERSION, "HTTPRoute"): ("http-route", "Gateway API"),
+    (INFERENCE_API_VERSION, "InferencePool"): ("inference-pool", "Gateway API Inference Extension"),
+    (INFERENCE_API_VERSION, "InferenceModel"): ("inference-pool", "Gateway API Inference Extension"),
+    (MONITORING_API_VERSION, "PodMonitor"): ("pod-monitor", "Prometheus Operator"),
+}
+"""``(apiVersion, kind)`` -> (the integration that renders it, as named in
+``llmaz.io/disable-integrations``; the project whose CRD defines it)."""
+
+MANAGED_KINDS: tuple[tuple[str, str], ...] = tuple(KIND_SOURCES)
 """Kinds the integrations render; labelled ``app.kubernetes.io/managed-by: llmaz``."""
 
 

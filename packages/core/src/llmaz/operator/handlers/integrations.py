@@ -1,7 +1,9 @@
 """Integration objects: every change or deletion of a Playground, an inference Service or an
 OpenModel queues a reconcile of the integration objects of the namespaces concerned
 (:mod:`llmaz.operator.integrations`); start-up reconciles every namespace (so a setting switched
-off removes what it created) and a resync of its own repeats that every ``resyncSeconds``."""
+off removes what it created) and a resync of its own repeats that every ``resyncSeconds``. A status
+update whose ``IntegrationsReady`` is not the one last computed (another writer put back an older
+copy) queues its namespace too."""
 
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
             event: kopf.RawEvent, body: kopf.Body, namespace: str | None, memo: kopf.Memo, **kw: Any
         ) -> None:
             state = _state(memo)
-            if not state.relevant(event.get("type"), body):
-                return  # a status update: nothing the integrations read has changed
+            if not state.relevant(event.get("type"), body) and not state.condition_lost(body):
+                return  # a status update that leaves IntegrationsReady as computed: nothing to do
             mark(runtime(memo, kw), state, namespace or "")
 
     @kopf.on.event(
