@@ -1,10 +1,13 @@
 """The REAL operator (``llmaz operator run`` as a local process, ServiceAccount bound to exactly
-:data:`llmaz.operator.rbac.RULES`) keeps the Envoy AI Gateway objects of served models.
+:data:`llmaz.operator.rbac.RULES`) keeps the Envoy AI Gateway objects of served models, and says in
+each Playground's ``IntegrationsReady`` condition what stops them (a missing CRD, an absent Gateway)
+until it is fixed.
 
-Real: API server, garbage collector, LWS controller, the Envoy Gateway ``Backend`` CRD from its Go
-module. Stand-ins: the ``AIGatewayRoute`` and ``AIServiceBackend`` CRDs (open schema, because the Go
-module proxy refuses ``github.com/envoyproxy/ai-gateway``; see ``test_integrations.py``). No Envoy data
-plane and no inference engine runs: the test checks the objects the gateway would read.
+Real: API server, garbage collector, LWS controller, the Envoy Gateway ``Backend``, Gateway API
+``Gateway`` and Prometheus Operator ``PodMonitor`` CRDs from their Go modules. Stand-ins: the
+``AIGatewayRoute`` and ``AIServiceBackend`` CRDs (open schema, because the Go module proxy refuses
+``github.com/envoyproxy/ai-gateway``; see ``test_integrations.py``). No Envoy data plane, Prometheus
+or inference engine runs: the test checks the objects they would read.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import yaml
 from operator_helpers import (
     Operator,
     audit_writes,
+    condition,
     get,
     install_crds,
     model,
@@ -39,6 +43,7 @@ def crds(control_plane: ControlPlane) -> None:
 
 
 ROUTE = "aigatewayroute.aigateway.envoyproxy.io/llmaz-llmaz-gateway"
+READY = "IntegrationsReady"
 GATEWAY_RESOURCES = {"backends", "aiservicebackends", "aigatewayroutes"}
 ACCOUNT = "llmaz-operator-integrations"
 
@@ -48,12 +53,10 @@ def gateway_crds(control_plane: ControlPlane, crds: None) -> Iterator[None]:
     """The real Envoy Gateway ``Backend`` CRD and STAND-IN AI Gateway CRDs (removed afterwards:
     other suites share this API server)."""
     names: list[str] = []
-    try:
-        path = INTEGRATION_CRDS[("gateway.envoyproxy.io/v1alpha1", "Backend")].fetch()
-    except SchemaUnavailable as err:
-        pytest.fail(f"the Envoy Gateway Backend CRD is unavailable: {err}")
-    control_plane.apply([path], "--server-side")
-    names.append(yaml.safe_load(path.read_text())["metadata"]["name"])
+    for key in (("gateway.envoyproxy.io/v1alpha1", "Backend"), ("gateway.networking.k8s.io/v1", "Gateway")):
+        path = _real_crd(*key)
+        control_plane.apply([path], "--server-side")
+        names.append(yaml.safe_load(path.read_text())["metadata"]["name"])
     stand_ins = [_stand_in_crd(kind, plural) for kind, plural in AI_GATEWAY_KINDS.items()]
     control_plane.apply(stand_ins)
     names += [c["metadata"]["name"] for c in stand_ins]
@@ -63,6 +66,17 @@ def gateway_crds(control_plane: ControlPlane, crds: None) -> Iterator[None]:
         control_plane.kubectl(
             "delete", "crd", crd["metadata"]["name"], "--timeout=60s", check=False, timeout=90
         )
+
+
+def _real_crd(api_version: str, kind: str) -> Path:
+    try:
+        return INTEGRATION_CRDS[(api_version, kind)].fetch()
+    except SchemaUnavailable as err:
+        pytest.fail(f"the real {kind} CRD is unavailable: {err}")
+
+
+def _ready(cp: ControlPlane, ns: str, name: str) -> dict[str, Any]:
+    return condition(get(cp, f"pl/{name}", ns), READY)
 
 
 def _rules(cp: ControlPlane, ns: str) -> list[str] | None:
@@ -77,8 +91,8 @@ def _names(cp: ControlPlane, resource: str, ns: str) -> set[str]:
     return {o["metadata"]["name"] for o in (found or {}).get("items") or []}
 
 
-def _started(cp: ControlPlane, workdir: Path, ai_gateway: bool) -> Any:
-    config = {"integrations": {"aiGateway": ai_gateway}}
+def _started(cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False) -> Any:
+    config = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor}}
     return running_operator(cp, workdir, ACCOUNT, extra_config=config)
 
 
@@ -135,12 +149,45 @@ def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when
             op.log,
         )
         assert "odd-lb" not in _names(cp, "backend.gateway.envoyproxy.io", namespace)
+        # ... and in its status, which stays there (not only in an Event that expires)
+        wait_until(
+            lambda: _ready(cp, namespace, "odd").get("reason") == "InvalidAnnotation", "odd's condition"
+        )
+        odd = _ready(cp, namespace, "odd")
+        assert odd["status"] == "False"
+        assert "'ai-gatewy'" in odd["message"]
+
+        # no Gateway named llmaz-gateway yet: the objects are applied, and the status says why no
+        # traffic can reach them and what to do
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("reason") == "GatewayNotFound",
+            "GatewayNotFound",
+            30,
+            op.log,
+        )
+        missing = _ready(cp, namespace, "qwen")
+        assert missing["status"] == "False"
+        assert missing["observedGeneration"] == pgs["qwen"]["metadata"]["generation"]  # type: ignore[index]
+        assert f"Gateway {namespace}/llmaz-gateway does not exist" in missing["message"]
+        assert "create it, or set integrations.gatewayName" in missing["message"]
+        cp.apply([_gateway(namespace)])
+        # the namespace is passed over again after min(30 s, resyncSeconds=10 s): the condition clears
+        for name in ("qwen", "llama"):
+            wait_until(
+                lambda n=name: _ready(cp, namespace, n).get("status") == "True", f"{name} ready", 40, op.log
+            )
+        fixed = _ready(cp, namespace, "qwen")
+        assert fixed["reason"] == "Applied"
+        assert fixed["message"] == "in place: AIGatewayRoute, AIServiceBackend, Backend"
+        assert fixed["lastTransitionTime"] >= missing["lastTransitionTime"]
 
         # a converged namespace sees no integration writes, resyncs included (resync is 10 s)
         quiet_since = time.time()
         time.sleep(12)
         writes = [w for w in audit_writes(cp, op.user, quiet_since) if w.split()[1] in GATEWAY_RESOURCES]
         assert writes == [], f"integration writes on a no-op resync: {writes}"
+        # the conditions are written on change only: odd's False one is not rewritten by the rechecks
+        assert _ready(cp, namespace, "odd") == odd
 
         # deleting one Playground leaves one rule and the other's backends
         cp.kubectl("delete", "pl", "llama", "-n", namespace)
@@ -165,4 +212,66 @@ def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when
         # kinds whose CRD is not installed here are skipped with one warning each, not a loop of them
         warnings = [line for line in op.log.read_text().splitlines() if "is not installed" in line]
         assert len(warnings) == len(set(warnings)), warnings
+        assert op.stop() == 0
+
+
+def _gateway(namespace: str) -> dict[str, Any]:
+    """A Gateway API Gateway named as the operator's default ``integrations.gatewayName`` (no
+    controller serves it here: only its existence is checked)."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": "llmaz-gateway", "namespace": namespace},
+        "spec": {
+            "gatewayClassName": "envoy-ai-gateway",
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+        },
+    }
+
+
+PODMONITOR_CRD = "podmonitors.monitoring.coreos.com"
+
+
+def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_installed(
+    control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    # other suites on this API server may have installed it: this test needs it absent at first
+    cp.kubectl("delete", "crd", PODMONITOR_CRD, "--ignore-not-found", "--timeout=60s", timeout=90)
+    qwen = f"qwen-{namespace}"[:63]
+    with _started(cp, tmp_path, pod_monitor=True) as op:
+        _wait_ready(op)
+        cp.apply([model(qwen), playground("qwen", namespace, qwen)])
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("reason") == "CRDNotInstalled",
+            "IntegrationsReady=False CRDNotInstalled",
+            60,
+            op.log,
+        )
+        cond = _ready(cp, namespace, "qwen")
+        assert cond["status"] == "False"
+        assert cond["message"] == (
+            "PodMonitor (monitoring.coreos.com/v1) is not installed in the cluster: install the "
+            "Prometheus Operator CRDs, or switch integrations.podMonitor off in the operator configuration"
+        )
+        # the workload's own conditions are untouched by it
+        assert condition(get(cp, "pl/qwen", namespace), "Progressing")
+
+        path = _real_crd("monitoring.coreos.com/v1", "PodMonitor")
+        cp.apply([path], "--server-side")
+        cp.wait_established([PODMONITOR_CRD])
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True",
+            "IntegrationsReady=True once the CRD is installed",
+            60,
+            op.log,
+        )
+        cond = _ready(cp, namespace, "qwen")
+        assert (cond["reason"], cond["message"]) == ("Applied", "in place: PodMonitor")
+        monitor = get(cp, "podmonitor.monitoring.coreos.com/qwen", namespace)
+        assert monitor is not None
+        assert monitor["metadata"]["ownerReferences"][0]["name"] == "qwen"
+        # the main reconcile's status writes keep it
+        wait_until(lambda: condition(get(cp, "pl/qwen", namespace), "Available"), "Available", 30, op.log)
+        assert _ready(cp, namespace, "qwen")["status"] == "True"
         assert op.stop() == 0
