@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 import yaml
+from chart_helpers import CHART_SOURCE, Helm, assembled_chart
 
 from llmaz.api import OpenModel, Playground
 from llmaz.plugins import ANNOTATION_AUTOSCALER, AutoscalingInput, Backend, PluginManager
@@ -311,3 +312,51 @@ def test_turning_the_gateway_setting_off_removes_our_gateway_objects(
     left = {o["kind"] for o in (_get(control_plane, x) for x in on) if o is not None}
     assert left == {"InferencePool", "InferenceModel", "PodMonitor"}
     assert _get(control_plane, hand_made) is not None, "a route llmaz does not manage was deleted"
+
+
+def test_the_chart_gateway_is_stored_and_open_webui_points_at_its_service_under_any_release_name(
+    control_plane: ControlPlane, crds: Crds, namespace: str, tmp_path: Path
+) -> None:
+    # values.global.yaml rendered for two release names, each into its own namespace; the open-webui
+    # chart itself cannot be fetched here (an empty stand-in takes its place), so what is checked is
+    # what our chart hands it: the ConfigMap values.global.yaml loads with extraEnvFrom
+    cp = control_plane
+    assert {"Gateway", "EnvoyProxy", "GatewayClass"} <= crds.validated
+    chart = assembled_chart(cp, tmp_path / "chart")
+    helm = Helm(cp, tmp_path / "helm")
+    global_values = yaml.safe_load((CHART_SOURCE / "values.global.yaml").read_text())
+    (env_from,) = global_values["open-webui"]["extraEnvFrom"]
+    assert global_values["open-webui"]["openaiBaseApiUrl"] == ""  # else it wins over the ConfigMap
+    other = f"{namespace}-b"[:63]
+    cp.kubectl("create", "namespace", other)
+    classes: list[str] = []
+    try:
+        for release, ns in (("llmaz", namespace), ("team-b", other)):
+            out = helm(
+                "template", release, str(chart), "-n", ns, "-f", str(CHART_SOURCE / "values.global.yaml"),
+                "--show-only", "templates/gateway/gateway.yaml",
+                "--show-only", "templates/gateway/open-webui-env.yaml",
+            ).stdout  # fmt: skip
+            docs = {d["kind"]: d for d in yaml.safe_load_all(out) if d}
+            assert set(docs) == {"GatewayClass", "EnvoyProxy", "Gateway", "ConfigMap"}
+            classes.append(docs["GatewayClass"]["metadata"]["name"])
+            res = _ssa(cp, list(docs.values()), check=False)
+            assert res.returncode == 0, res.stderr
+            gateway = docs["Gateway"]
+            proxy = _get(cp, docs["EnvoyProxy"])
+            assert proxy is not None
+            service = proxy["spec"]["provider"]["kubernetes"]["envoyService"]["name"]
+            assert gateway["spec"]["infrastructure"]["parametersRef"]["name"] == proxy["metadata"]["name"]
+            assert _get(cp, gateway) is not None
+            # the Gateway is the one the operator's routes name
+            assert gateway["metadata"]["name"] == "llmaz-gateway"
+            config_map = docs["ConfigMap"]
+            assert config_map["metadata"]["name"] == env_from["configMapRef"]["name"]
+            url = config_map["data"]["OPENAI_API_BASE_URL"]
+            assert url == f"http://{service}.{ns}.svc:80/v1"
+            assert service == ("llmaz-gateway" if release == "llmaz" else "team-b-llmaz-gateway")
+            print(f"release {release!r} in {ns}: Open WebUI -> {url}")
+    finally:
+        cp.kubectl("delete", "namespace", other, "--wait=false", check=False)
+        for name in classes:
+            cp.kubectl("delete", "gatewayclass", name, check=False)

@@ -114,6 +114,13 @@ backend image overrides from backendRuntime, and the model loader image (the llm
 {{- $_ := set $loader "image" (include "llmaz.image" .) }}
 {{- end }}
 {{- $_ := set $cfg "modelLoader" $loader }}
+{{- if .Values.gateway.create }}
+{{- $integrations := deepCopy (default dict $cfg.integrations) }}
+{{- if not $integrations.gatewayNamespace }}
+{{- $_ := set $integrations "gatewayNamespace" .Release.Namespace }}
+{{- end }}
+{{- $_ := set $cfg "integrations" $integrations }}
+{{- end }}
 {{- toYaml $cfg }}
 {{- end }}
 
@@ -137,4 +144,30 @@ These names are not DNS labels (up to 253 characters), so nothing is cut.
 */}}
 {{- define "llmaz.clusterScopedName" -}}
 {{- printf "%s-%s" (include "llmaz.fullname" .) .Release.Namespace }}
+{{- end }}
+
+{{/*
+The Envoy Service of the Gateway the chart creates: "<fullname>-gateway" (fullname is at most 50
+characters, so this is a DNS label), set through the Gateway's EnvoyProxy.
+*/}}
+{{- define "llmaz.gatewayServiceName" -}}
+{{- printf "%s-gateway" (include "llmaz.fullname" .) }}
+{{- end }}
+
+{{/*
+The OpenAI API base URL of that Gateway, as pods of the release namespace reach it. Envoy Gateway runs
+the proxy (and its Service) in its own namespace: the release's, when installed with this chart.
+"<service>.<namespace>.svc" resolves under any cluster domain.
+*/}}
+{{- define "llmaz.gatewayURL" -}}
+{{- printf "http://%s.%s.svc:%d/v1" (include "llmaz.gatewayServiceName" .) .Release.Namespace (int .Values.gateway.port) }}
+{{- end }}
+
+{{/*
+The ConfigMap that gives Open WebUI the gateway URL (OPENAI_API_BASE_URL). The open-webui chart takes
+values without templates, so values.global.yaml names it literally in open-webui.extraEnvFrom; like the
+open-webui chart's own objects, its name does not depend on the release.
+*/}}
+{{- define "llmaz.openWebuiEnvName" -}}
+open-webui-llmaz-gateway
 {{- end }}

@@ -286,6 +286,26 @@ class NetworkPolicy(_Values):
     )
 
 
+class Gateway(_Values):
+    create: bool = Field(
+        default=False,
+        description=(
+            "Create the Gateway the operator's routes attach to (named "
+            "`operator.config.integrations.gatewayName`, in the release namespace, served by Envoy "
+            "Gateway). Its Envoy Service is named `<fullname>-gateway` through an EnvoyProxy, and Open "
+            "WebUI is pointed at it, whatever the release is called."
+        ),
+    )
+    class_name: OptionalName = Field(
+        default="",
+        description=(
+            "GatewayClass of that Gateway; empty: the chart creates `<fullname>-<namespace>` for Envoy "
+            "Gateway's controller."
+        ),
+    )
+    port: int = Field(default=80, ge=1, le=65535, description="HTTP listener port of the Gateway.")
+
+
 class LeaderWorkerSet(_Values):
     enabled: bool = Field(
         default=True,
@@ -321,6 +341,7 @@ class ChartValues(_Values):
         default_factory=list,
         description="Extra manifests (objects or template strings) rendered with the release.",
     )
+    gateway: Gateway = Field(default_factory=Gateway)
     leader_worker_set: LeaderWorkerSet = Field(default_factory=LeaderWorkerSet)
     lws: dict[str, Any] = Field(
         default_factory=lambda: {

@@ -139,6 +139,11 @@ _AIGW = (
     ("v0.3.0",),
     "manifests/charts/ai-gateway-crds-helm/templates/aigateway.envoyproxy.io_{}.yaml",
 )
+_EG = (
+    "github.com/envoyproxy/gateway",
+    ("v1.5.0",),
+    "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_{}.yaml",
+)
 _PROM = (
     "github.com/prometheus-operator/prometheus-operator",
     ("v0.85.0",),
@@ -156,11 +161,8 @@ INTEGRATION_CRDS: dict[tuple[str, str], CrdSource] = {
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): _src(_GWAPI, "httproutes"),
     ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"): _src(_GIE, "inferencepools"),
     ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"): _src(_GIE, "inferencemodels"),
-    ("gateway.envoyproxy.io/v1alpha1", "Backend"): CrdSource(
-        "github.com/envoyproxy/gateway",
-        ("v1.5.0",),
-        "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_backends.yaml",
-    ),
+    ("gateway.envoyproxy.io/v1alpha1", "Backend"): _src(_EG, "backends"),
+    ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): _src(_EG, "envoyproxies"),
     ("aigateway.envoyproxy.io/v1alpha1", "AIGatewayRoute"): _src(_AIGW, "aigatewayroutes"),
     ("aigateway.envoyproxy.io/v1alpha1", "AIServiceBackend"): _src(_AIGW, "aiservicebackends"),
     ("monitoring.coreos.com/v1", "PodMonitor"): _src(_PROM, "podmonitors"),
@@ -169,8 +171,8 @@ INTEGRATION_CRDS: dict[tuple[str, str], CrdSource] = {
         "github.com/kedacore/keda/v2", ("v2.16.1",), "config/crd/bases/keda.sh_scaledobjects.yaml"
     ),
 }
-"""The pinned real CRDs of the kinds llmaz's integrations emit (Gateway API, Inference Extension,
-Envoy Gateway, Envoy AI Gateway, Prometheus Operator, KEDA). The Go module proxy refuses every
+"""The pinned real CRDs of the kinds llmaz's integrations and chart emit (Gateway API, Inference
+Extension, Envoy Gateway, Envoy AI Gateway, Prometheus Operator, KEDA). The Go module proxy refuses every
 ``github.com/envoyproxy/ai-gateway`` version so far: its two entries raise :class:`SchemaUnavailable`."""
 
 
