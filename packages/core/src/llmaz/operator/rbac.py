@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmaz.render.gateway import GATEWAY_API_VERSION
 from llmaz.render.integrations import MANAGED_KINDS
 
 
@@ -46,7 +47,7 @@ def integration_rules() -> tuple[Rule, ...]:
     by_group: dict[str, list[str]] = {}
     for api_version, kind in MANAGED_KINDS:
         by_group.setdefault(api_version.split("/", maxsplit=1)[0], []).append(kind.lower() + "s")
-    return tuple(
+    objects = tuple(
         Rule(
             (group,),
             tuple(sorted(plurals)),
@@ -55,6 +56,13 @@ def integration_rules() -> tuple[Rule, ...]:
         )
         for group, plurals in sorted(by_group.items())
     )
+    gateway = Rule(
+        (GATEWAY_API_VERSION.split("/", maxsplit=1)[0],),
+        ("gateways",),
+        ("get",),
+        "the Gateway routes attach to (integrations.gatewayName) is checked for IntegrationsReady",
+    )
+    return (*objects, gateway)
 
 
 RULES: tuple[Rule, ...] = (
@@ -91,10 +99,4 @@ RULES: tuple[Rule, ...] = (
     Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
     *integration_rules(),
-    Rule(
-        ("gateway.networking.k8s.io",),
-        ("gateways",),
-        ("get",),
-        "routes' Gateway (integrations.gatewayName) checked before IntegrationsReady says True",
-    ),
 )
