@@ -285,7 +285,9 @@ class PlaygroundStatus(ApiModel):
     """Observed state of a Playground."""
 
     conditions: list[Condition] | None = Field(
-        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+        default=None,
+        max_length=16,
+        description="Latest observations (Progressing, Available, IntegrationsReady).",
     )
     replicas: int = Field(default=0, ge=0, description="Ready replicas of the inference Service.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
@@ -429,7 +431,9 @@ class ServiceStatus(ApiModel):
     """Observed state of an inference Service."""
 
     conditions: list[Condition] | None = Field(
-        default=None, max_length=16, description="Latest observations (Progressing, Available)."
+        default=None,
+        max_length=16,
+        description="Latest observations (Progressing, Available, IntegrationsReady).",
     )
     replicas: int = Field(default=0, ge=0, description="Ready pod groups.")
     selector: str | None = Field(default=None, max_length=4096, description="Label selector of the pods.")
