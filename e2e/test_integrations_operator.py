@@ -274,4 +274,113 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
         # the main reconcile's status writes keep it
         wait_until(lambda: condition(get(cp, "pl/qwen", namespace), "Available"), "Available", 30, op.log)
         assert _ready(cp, namespace, "qwen")["status"] == "True"
+
+        # an object the API server refuses (here a real admission policy) and a name another object
+        # holds: each is named in the condition of its own Playground, the others stay True
+        policy = _refuse_podmonitors_named("refused", namespace)
+        cp.apply(policy)
+        try:
+            cp.apply(
+                [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "ConfigMap",
+                        "metadata": {"name": "owner", "namespace": namespace},
+                    }
+                ]
+            )
+            clash_owner = get(cp, "configmap/owner", namespace)
+            cp.apply([_foreign_podmonitor("clash", namespace, clash_owner)], "--server-side")
+            wait_until(lambda: _policy_enforced(cp, namespace), "the admission policy to be enforced", 30)
+            cp.apply([playground(n, namespace, qwen) for n in ("refused", "clash")])
+            wait_until(
+                lambda: _ready(cp, namespace, "refused").get("reason") == "Rejected", "Rejected", 40, op.log
+            )
+            wait_until(
+                lambda: _ready(cp, namespace, "clash").get("reason") == "NameConflict",
+                "NameConflict",
+                40,
+                op.log,
+            )
+            refused = _ready(cp, namespace, "refused")["message"]
+            assert refused.startswith(f"the API server refused PodMonitor {namespace}/refused: ")
+            assert "llmaz e2e: no PodMonitor named refused" in refused
+            clash = _ready(cp, namespace, "clash")["message"]
+            assert clash == (
+                f"PodMonitor {namespace}/clash exists and is controlled by another object: "
+                "delete that object or rename this one"
+            )
+            foreign = get(cp, "podmonitor.monitoring.coreos.com/clash", namespace)
+            assert foreign is not None
+            assert foreign["metadata"]["ownerReferences"][0]["name"] == "owner"  # left alone
+            assert _ready(cp, namespace, "qwen")["status"] == "True"
+        finally:
+            for obj in reversed(policy):
+                cp.kubectl("delete", obj["kind"].lower(), obj["metadata"]["name"], check=False)
         assert op.stop() == 0
+
+
+def _refuse_podmonitors_named(name: str, namespace: str) -> list[dict[str, Any]]:
+    """A real ValidatingAdmissionPolicy (and its binding, limited to ``namespace``) that refuses
+    PodMonitors called ``name``."""
+    policy = f"llmaz-e2e-refuse-{namespace}"[:63]
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": policy},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["monitoring.coreos.com"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["podmonitors"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": f"object.metadata.name != '{name}'",
+                        "message": f"llmaz e2e: no PodMonitor named {name}",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": policy},
+            "spec": {
+                "policyName": policy,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+                },
+            },
+        },
+    ]
+
+
+def _policy_enforced(cp: ControlPlane, namespace: str) -> bool:
+    probe = _foreign_podmonitor("refused", namespace, None)
+    res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=[probe], check=False)
+    return res.returncode != 0 and "no PodMonitor named refused" in res.stderr
+
+
+def _foreign_podmonitor(name: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
+    """A PodMonitor someone else made (controlled by ``owner``), with the name llmaz would use."""
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if owner is not None:
+        meta["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
+             "uid": owner["metadata"]["uid"], "controller": True}
+        ]  # fmt: skip
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": meta,
+        "spec": {"selector": {"matchLabels": {"app": name}}, "podMetricsEndpoints": [{"port": "metrics"}]},
+    }

@@ -4,12 +4,19 @@ pruning on a real API server: ``e2e/test_integrations_operator.py``.)"""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any, cast
 
 import pytest
 
 from llmaz.operator.config import Integrations, OperatorConfig
-from llmaz.operator.integrations import IntegrationState, _desired, missing_crd, workloads_of
+from llmaz.operator.integrations import (
+    IntegrationState,
+    _desired,
+    _schedule_recheck,
+    missing_crd,
+    workloads_of,
+)
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import IDX_MODELS, IDX_PLAYGROUNDS, IDX_SERVICES, Indexes, Runtime
 from llmaz.plugins.manager import PluginManager
@@ -165,3 +172,29 @@ def test_a_status_update_that_drops_our_condition_is_noticed_and_others_are_not(
     assert state.condition_lost({**pg, "status": {"conditions": [same]}})
     assert state.relevant("DELETED", pg)
     assert "uid-chat" not in state.conditions
+
+
+def test_a_namespace_with_a_problem_is_rechecked_with_a_doubling_delay_up_to_the_resync() -> None:
+    config = OperatorConfig.model_validate({"resyncSeconds": 100})
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, None), Metrics(), "test")
+    state = IntegrationState()
+
+    async def scenario() -> list[float]:
+        loop = asyncio.get_running_loop()
+        delays = []
+        for _ in range(4):
+            _schedule_recheck(rt, state, NS, problems=True)
+            _schedule_recheck(rt, state, NS, problems=True)  # one pending recheck at a time
+            delays.append(round(state.rechecks[NS].when() - loop.time()))
+            state.rechecks.pop(NS).cancel()  # as if it had fired
+        _schedule_recheck(rt, state, NS, problems=True)
+        handle = state.rechecks[NS]
+        _schedule_recheck(rt, state, NS, problems=False)  # a clean pass cancels it and resets the delay
+        assert handle.cancelled()
+        assert NS not in state.rechecks
+        _schedule_recheck(rt, state, NS, problems=True)
+        delays.append(round(state.rechecks[NS].when() - loop.time()))
+        state.rechecks.pop(NS).cancel()
+        return delays
+
+    assert asyncio.run(scenario()) == [30, 60, 100, 100, 30]
