@@ -275,22 +275,12 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
         wait_until(lambda: condition(get(cp, "pl/qwen", namespace), "Available"), "Available", 30, op.log)
         assert _ready(cp, namespace, "qwen")["status"] == "True"
 
-        # an object the API server refuses (here a real admission policy) and a name another object
-        # holds: each is named in the condition of its own Playground, the others stay True
+        # an object the API server refuses (here a real admission policy) and a name a hand-written
+        # object holds: each is named in the condition of its own Playground, the others stay True
         policy = _refuse_podmonitors_named("refused", namespace)
         cp.apply(policy)
         try:
-            cp.apply(
-                [
-                    {
-                        "apiVersion": "v1",
-                        "kind": "ConfigMap",
-                        "metadata": {"name": "owner", "namespace": namespace},
-                    }
-                ]
-            )
-            clash_owner = get(cp, "configmap/owner", namespace)
-            cp.apply([_foreign_podmonitor("clash", namespace, clash_owner)], "--server-side")
+            cp.apply([_hand_written_podmonitor("clash", namespace)], "--server-side")
             wait_until(lambda: _policy_enforced(cp, namespace), "the admission policy to be enforced", 30)
             cp.apply([playground(n, namespace, qwen) for n in ("refused", "clash")])
             wait_until(
@@ -307,12 +297,14 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
             assert "llmaz e2e: no PodMonitor named refused" in refused
             clash = _ready(cp, namespace, "clash")["message"]
             assert clash == (
-                f"PodMonitor {namespace}/clash exists and is controlled by another object: "
-                "delete that object or rename this one"
+                f"PodMonitor {namespace}/clash exists and was not made by llmaz for this object: "
+                "delete or rename that one, or rename this one"
             )
             foreign = get(cp, "podmonitor.monitoring.coreos.com/clash", namespace)
-            assert foreign is not None
-            assert foreign["metadata"]["ownerReferences"][0]["name"] == "owner"  # left alone
+            assert foreign is not None  # left alone: no owner reference, none of our fields
+            assert "ownerReferences" not in foreign["metadata"]
+            assert foreign["spec"]["selector"] == {"matchLabels": {"app": "clash"}}
+            assert [e.get("port") for e in foreign["spec"]["podMetricsEndpoints"]] == ["metrics"]
             assert _ready(cp, namespace, "qwen")["status"] == "True"
         finally:
             for obj in reversed(policy):
@@ -365,22 +357,16 @@ def _refuse_podmonitors_named(name: str, namespace: str) -> list[dict[str, Any]]
 
 
 def _policy_enforced(cp: ControlPlane, namespace: str) -> bool:
-    probe = _foreign_podmonitor("refused", namespace, None)
+    probe = _hand_written_podmonitor("refused", namespace)
     res = cp.kubectl("apply", "--dry-run=server", "-f", "-", input=[probe], check=False)
     return res.returncode != 0 and "no PodMonitor named refused" in res.stderr
 
 
-def _foreign_podmonitor(name: str, namespace: str, owner: dict[str, Any] | None) -> dict[str, Any]:
-    """A PodMonitor someone else made (controlled by ``owner``), with the name llmaz would use."""
-    meta: dict[str, Any] = {"name": name, "namespace": namespace}
-    if owner is not None:
-        meta["ownerReferences"] = [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
-             "uid": owner["metadata"]["uid"], "controller": True}
-        ]  # fmt: skip
+def _hand_written_podmonitor(name: str, namespace: str) -> dict[str, Any]:
+    """A PodMonitor someone wrote by hand, with the name llmaz would give one of its own."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": meta,
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {"selector": {"matchLabels": {"app": name}}, "podMetricsEndpoints": [{"port": "metrics"}]},
     }

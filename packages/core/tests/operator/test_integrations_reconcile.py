@@ -13,6 +13,7 @@ from llmaz.operator.config import Integrations, OperatorConfig
 from llmaz.operator.integrations import (
     IntegrationState,
     _desired,
+    _held_by_another,
     _schedule_recheck,
     missing_crd,
     workloads_of,
@@ -198,3 +199,23 @@ def test_a_namespace_with_a_problem_is_rechecked_with_a_doubling_delay_up_to_the
         return delays
 
     assert asyncio.run(scenario()) == [30, 60, 100, 100, 30]
+
+
+def test_a_name_someone_else_holds_is_not_taken_over() -> None:
+    ours = {
+        "kind": "PodMonitor",
+        "metadata": {"ownerReferences": [{"uid": "uid-chat", "controller": True}]},
+    }
+    labelled = {"app.kubernetes.io/managed-by": "llmaz"}
+    by_hand: dict[str, Any] = {"metadata": {}}
+    assert _held_by_another(by_hand, ours)  # written by hand: no label
+    assert _held_by_another({"metadata": {"labels": {"app.kubernetes.io/managed-by": "helm"}}}, ours)
+    other = {"metadata": {"labels": labelled, "ownerReferences": [{"uid": "uid-x", "controller": True}]}}
+    assert _held_by_another(other, ours)  # ours in name, controlled by another workload
+    assert not _held_by_another(
+        {"metadata": {"labels": labelled, "ownerReferences": ours["metadata"]["ownerReferences"]}}, ours
+    )
+    assert not _held_by_another({"metadata": {"labels": labelled}}, ours)
+    route = {"kind": "AIGatewayRoute", "metadata": {"ownerReferences": []}}
+    assert not _held_by_another(other, route)  # shared: owned by many, controlled by none
+    assert _held_by_another(by_hand, route)

@@ -199,16 +199,13 @@ def workloads_of(
 def _list(
     rt: Runtime, state: IntegrationState, api_version: str, kind: str, namespace: str
 ) -> list[Snapshot]:
-    """Our objects of one kind in ``namespace``; ``[]`` (and the kind remembered as missing) when
-    its CRD is not installed."""
+    """The objects of one kind in ``namespace``, ours and others' (so a name someone else holds is
+    seen before an apply would take it over); ``[]`` (and the kind remembered as missing) when its
+    CRD is not installed."""
     if (api_version, kind) in state.missing:
         return []
     try:
-        answer = rt.kube.request(
-            "GET",
-            resource_path(api_version, kind, namespace),
-            query={"labelSelector": f"{MANAGED_BY}={MANAGER}"},
-        )
+        answer = rt.kube.request("GET", resource_path(api_version, kind, namespace))
     except KubeError as err:
         if err.status != 404:
             raise
@@ -325,6 +322,19 @@ def _gateway_missing(rt: Runtime, namespace: str) -> IntegrationProblem | None:
     return None
 
 
+def _held_by_another(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """Whether a live object of the name we want is someone else's: not labelled as made by llmaz
+    (written by hand or by another tool), or controlled by another object. The shared
+    ``AIGatewayRoute`` has no controller, only our label."""
+    labels = (current.get("metadata") or {}).get("labels") or {}
+    if labels.get(MANAGED_BY) != MANAGER:
+        return True
+    if desired.get("kind") == "AIGatewayRoute":
+        return False
+    mine = desired["metadata"]["ownerReferences"][0]["uid"]
+    return controller_uid(current) not in (None, mine)
+
+
 async def _apply_all(
     rt: Runtime,
     state: IntegrationState,
@@ -342,20 +352,17 @@ async def _apply_all(
             outcome.fail(owners, missing_crd(key.api_version, key.kind))
             continue
         current = live.get(key)
-        if current is not None and key.kind != "AIGatewayRoute":
-            foreign = controller_uid(current)
-            mine = obj["metadata"]["ownerReferences"][0]["uid"]
-            if foreign not in (None, mine):
-                log.warning("%s %s/%s belongs to another object; left alone", key.kind, namespace, key.name)
-                outcome.fail(
-                    owners,
-                    IntegrationProblem(
-                        REASON_NAME_CONFLICT,
-                        f"{key.kind} {namespace}/{key.name} exists and is controlled by another object: "
-                        "delete that object or rename this one",
-                    ),
-                )
-                continue
+        if current is not None and _held_by_another(current, obj):
+            log.warning("%s %s/%s belongs to someone else; left alone", key.kind, namespace, key.name)
+            outcome.fail(
+                owners,
+                IntegrationProblem(
+                    REASON_NAME_CONFLICT,
+                    f"{key.kind} {namespace}/{key.name} exists and was not made by llmaz for this "
+                    "object: delete or rename that one, or rename this one",
+                ),
+            )
+            continue
         if current is None or not contains(current, obj):
             try:
                 await asyncio.to_thread(rt.kube.apply, obj)
