@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from conftest import REPO, hub_env, termination_message
 from standins import HubStandIn, tree
 
 from llmaz.loader import layout
-from llmaz.loader.engine import LoadError, Options, Progress, RemoteFile, load
+from llmaz.loader.engine import ChecksumError, LoadError, Options, Progress, RemoteFile, _Hasher, load
 from llmaz.loader.huggingface import HuggingFaceSource
 from llmaz.loader.main import main
 
@@ -100,6 +101,24 @@ def test_progress_is_readable_in_the_logs(
     done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("done:")]
     assert len(done) == 1
     assert "6 files, 6.00 MiB downloaded" in done[0]
+
+
+def test_streamed_hashing_keeps_the_byte_order() -> None:
+    """Small pieces are hashed in the download thread, large ones on the helper thread: a small
+    piece after large ones (the end of a file) must still be hashed after them."""
+    pieces = [b"head", os.urandom(1 << 20), os.urandom(3 << 20), b"x" * 10, os.urandom(70_000), b"tail"]
+    data = b"".join(pieces)
+    good = RemoteFile("f", len(data), sha256=hashlib.sha256(data).hexdigest())
+    with _Hasher(good) as hasher:
+        for piece in pieces:
+            hasher.update(piece)
+        hasher.check("f")
+    swapped = pieces[:1] + pieces[2:0:-1] + pieces[3:]  # same bytes, two large pieces swapped
+    with _Hasher(good) as hasher:
+        for piece in swapped:
+            hasher.update(piece)
+        with pytest.raises(ChecksumError, match="does not match the published"):
+            hasher.check("f")
 
 
 def test_progress_line() -> None:
