@@ -39,8 +39,8 @@ from llmaz.loader import layout
 log = logging.getLogger("llmaz.loader")
 
 CHUNK = 1 << 20
-HASH_QUEUE = 8
-"""Chunks of one file waiting for its hashing thread (so at most 8 MiB per download in flight)."""
+HASH_QUEUE = 4
+"""Chunks of one file waiting for its hashing thread (so at most 4 MiB per download in flight)."""
 HASH_INLINE_MAX = 64 << 10
 """Chunks smaller than this are hashed in the download thread (small files, the last piece)."""
 MARKER_VERSION = 1
