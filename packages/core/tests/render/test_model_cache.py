@@ -127,15 +127,23 @@ def test_skip_model_loader_does_not_use_the_cache() -> None:
     assert CACHE_VOLUME not in {v["name"] for v in t["spec"].get("volumes", [])}
 
 
-def test_a_template_volume_named_like_the_cache_is_refused() -> None:
+@pytest.mark.parametrize(
+    ("source", "taken", "message"),
+    [
+        (hub("org/m"), "model-cache", "'model-cache' is reserved for the shared model cache"),
+        ({"uri": "pvc://weights"}, "model-volume", "'model-volume' is reserved for the model 'm'"),
+    ],
+)
+def test_a_template_volume_with_a_reserved_name_is_refused(
+    source: dict[str, Any], taken: str, message: str
+) -> None:
     backend = StandInBackend()
-    models = [model("m", hub("org/m"))]
+    models = [model("m", source)]
     pg = playground("p", {"modelClaim": {"modelName": "m"}})
     doc = render_playground(pg, models, backend.backend_runtime(), backend=backend).objects[0]
-    doc["spec"]["workloadTemplate"]["workerTemplate"]["spec"]["volumes"] = [
-        {"name": "model-cache", "emptyDir": {}}
-    ]
-    with pytest.raises(InvalidWorkloadTemplate, match="'model-cache' is reserved for the shared model cache"):
+    template = doc["spec"]["workloadTemplate"]["workerTemplate"]
+    template["spec"]["volumes"] = [{"name": taken, "emptyDir": {}}]
+    with pytest.raises(InvalidWorkloadTemplate, match=message):
         render_service(Service.from_manifest(doc), models, backend=backend, model_cache=HOST)
 
 

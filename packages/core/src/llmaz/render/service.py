@@ -150,7 +150,11 @@ def _inject(
                 raise InvalidWorkloadTemplate(
                     f"{field}.spec.volumes",
                     f"volume name {volume['name']!r} is reserved for "
-                    + ("the shared model cache" if cache is not None else f"the model {source.name!r}"),
+                    + (
+                        "the shared model cache"
+                        if volume["name"] == CACHE_VOLUME
+                        else f"the model {source.name!r}"
+                    ),
                 )
             if runner is not None and mount["mountPath"] in mount_paths:
                 continue  # the same host path claimed twice: mounted once
