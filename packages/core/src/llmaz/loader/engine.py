@@ -42,7 +42,8 @@ CHUNK = 1 << 20
 HASH_QUEUE = 4
 """Chunks of one file waiting for its hashing thread (so at most 4 MiB per download in flight)."""
 HASH_INLINE_MAX = 64 << 10
-"""Chunks smaller than this are hashed in the download thread (small files, the last piece)."""
+"""A file's chunks are hashed in the download thread until one is at least this large (small files
+need no thread); from then on all of them go through the queue, in order."""
 MARKER_VERSION = 1
 
 
@@ -308,13 +309,12 @@ def _safe_relative(path: str) -> PurePosixPath:
 class _Hasher:
     """The digests of one file, computed on a helper thread while the download goes on.
 
-    Hashing in the download thread made every stream stop reading the socket while it hashed the
-    chunk it had just written (sha256 runs at about 1 GB/s per core, the same order as a loopback
-    or data-centre transfer), so checksums halved the throughput. Here the download thread only
-    queues the chunk (``bytes`` are immutable, so no copy) and goes back to the socket; the helper
-    thread hashes it meanwhile (``hashlib`` releases the GIL on large buffers, so it runs on another
-    core). The queue is bounded: a hash that cannot keep up slows the download down instead of
-    filling memory (at most :data:`HASH_QUEUE` chunks per file).
+    Hashed in the download thread, a stream stopped reading its socket while it hashed the chunk it
+    had just written (sha256 runs at about 1 GB/s per core, the same order as a fast transfer).
+    Here the download thread only queues the chunk (``bytes`` are immutable, so no copy) and goes
+    back to the socket; the helper thread hashes it meanwhile (``hashlib`` releases the GIL on large
+    buffers, so it runs on another core). The queue is bounded: a hash that cannot keep up slows the
+    download down instead of filling memory (at most :data:`HASH_QUEUE` chunks per file).
     """
 
     def __init__(self, file: RemoteFile, enabled: bool = True) -> None:
