@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -12,10 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 from conftest import REPO, hub_env, termination_message
-from standins import HubStandIn, tree
+from standins import HubStandIn, generate_model, tree
 
 from llmaz.loader import layout
-from llmaz.loader.engine import LoadError, Options, Progress, RemoteFile, load
+from llmaz.loader.engine import ChecksumError, LoadError, Options, Progress, RemoteFile, _Hasher, load
 from llmaz.loader.huggingface import HuggingFaceSource
 from llmaz.loader.main import main
 
@@ -63,10 +64,18 @@ def test_disk_full_while_writing_is_reported(hub: HubStandIn, models: Path) -> N
     assert not Path(layout.marker_path(env["MODEL_LOCAL_PATH"])).exists()
 
 
+def shared_cache_env(hub: HubStandIn, cache: Path, revision: str = "main") -> dict[str, str]:
+    """The environment the renderer gives a loader when the model volume is the node's shared cache
+    (``modelLoader.sharedCache``), rebased on ``cache``."""
+    env = hub_env(hub, cache, REVISION=revision, MODEL_CACHE="shared")
+    env["MODEL_LOCAL_PATH"] = layout.cached_path(env["MODEL_LOCAL_PATH"], env, model_dir=str(cache))
+    return env
+
+
 def test_two_loaders_on_one_cache_download_once(hub: HubStandIn, models: Path) -> None:
-    """Two pods on one node share the model volume (a per-node cache): one downloads, one waits."""
+    """Two pods on one node share the cache: one downloads, the other waits for its lock."""
     hub.gate.clear()  # the first loader holds the lock and waits for file bytes
-    env = {**os.environ, **hub_env(hub, models)}
+    env = {**os.environ, **shared_cache_env(hub, models)}
     cmd = [sys.executable, "-m", "llmaz.loader.main"]
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 60
@@ -75,7 +84,11 @@ def test_two_loaders_on_one_cache_download_once(hub: HubStandIn, models: Path) -
     assert hub.gets, "the first loader started downloading"
     second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert second.stdout is not None
-    waiting = second.stdout.readline()  # blocks until the second loader says it waits
+    waiting = ""
+    while "another loader is writing" not in waiting:  # blocks until the second loader says it waits
+        line = second.stdout.readline()
+        assert line, waiting
+        waiting += line
     hub.gate.set()
     out1, _ = first.communicate(timeout=120)
     out2, _ = second.communicate(timeout=120)
@@ -83,9 +96,32 @@ def test_two_loaders_on_one_cache_download_once(hub: HubStandIn, models: Path) -
     assert (first.returncode, second.returncode) == (0, 0), out1 + out2
     assert all(count == 1 for count in hub.gets.values()), hub.gets
     assert len(hub.gets) == len(hub.repos[REPO].files)
-    assert "another loader is writing" in out2
     assert "already complete" in out2
     assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos[REPO].files
+    # The lock and the marker are per model and revision, in that model's cache folder.
+    folder = Path(env["MODEL_LOCAL_PATH"]).parent
+    assert folder.parent == models
+    assert folder.name.startswith("Huggingface--stand-in-tiny-llama--main--")
+    assert Path(layout.lock_path(env["MODEL_LOCAL_PATH"])).parent == folder / ".llmaz"
+    assert Path(layout.marker_path(env["MODEL_LOCAL_PATH"])).is_file()
+
+
+def test_two_revisions_in_one_cache_do_not_overwrite_each_other(hub: HubStandIn, models: Path) -> None:
+    """Pods of two OpenModels pinning different revisions of one repository, on one node."""
+    repo = hub.repos[REPO]
+    new_files = generate_model(seed=1)
+    repo.revisions["v2"] = "b" * 40
+    old_env, new_env = shared_cache_env(hub, models, "main"), shared_cache_env(hub, models, "v2")
+    assert old_env["MODEL_LOCAL_PATH"] != new_env["MODEL_LOCAL_PATH"]
+    assert main(old_env) == 0
+    old_files = dict(repo.files)
+    repo.files = new_files  # the stand-in serves v2's bytes from now on
+    assert main(new_env) == 0
+    gets = sum(hub.gets.values())
+    assert main(old_env) == 0  # a restarted pod of the first model: still complete, nothing fetched
+    assert sum(hub.gets.values()) == gets
+    assert tree(old_env["MODEL_LOCAL_PATH"]) == old_files
+    assert tree(new_env["MODEL_LOCAL_PATH"]) == new_files
 
 
 def test_progress_is_readable_in_the_logs(
@@ -100,6 +136,24 @@ def test_progress_is_readable_in_the_logs(
     done = [r.getMessage() for r in caplog.records if r.getMessage().startswith("done:")]
     assert len(done) == 1
     assert "6 files, 6.00 MiB downloaded" in done[0]
+
+
+def test_streamed_hashing_keeps_the_byte_order() -> None:
+    """Small pieces are hashed in the download thread, large ones on the helper thread: a small
+    piece after large ones (the end of a file) must still be hashed after them."""
+    pieces = [b"head", os.urandom(1 << 20), os.urandom(3 << 20), b"x" * 10, os.urandom(70_000), b"tail"]
+    data = b"".join(pieces)
+    good = RemoteFile("f", len(data), sha256=hashlib.sha256(data).hexdigest())
+    with _Hasher(good) as hasher:
+        for piece in pieces:
+            hasher.update(piece)
+        hasher.check("f")
+    swapped = pieces[:1] + pieces[2:0:-1] + pieces[3:]  # same bytes, two large pieces swapped
+    with _Hasher(good) as hasher:
+        for piece in swapped:
+            hasher.update(piece)
+        with pytest.raises(ChecksumError, match="does not match the published"):
+            hasher.check("f")
 
 
 def test_progress_line() -> None:
@@ -158,6 +212,10 @@ def test_ollama_has_nothing_to_do(tmp_path: Path) -> None:
         (
             {"MODEL_SOURCE_TYPE": "modelhub", "MODEL_ID": "a/b", "LOADER_RETRIES": "-1"},
             "LOADER_RETRIES='-1': must be at least 0",
+        ),
+        (
+            {"MODEL_SOURCE_TYPE": "modelhub", "MODEL_ID": "a/b", "MODEL_CACHE": "node"},
+            "MODEL_CACHE='node': expected 'shared' or nothing",
         ),
     ],
 )

@@ -7,6 +7,7 @@ init container, so the env contract, the exit status and the termination message
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 from conftest import REPO, hub_env, termination_message
@@ -136,6 +137,8 @@ def test_corrupt_file_is_detected_and_never_put_in_place(hub: HubStandIn, models
     assert hub.gets[shard] == 3
     assert not (Path(env["MODEL_LOCAL_PATH"]) / shard).exists()
     assert not Path(layout.marker_path(env["MODEL_LOCAL_PATH"])).exists()
+    # The hashing threads of the failed attempts were stopped, not left behind.
+    assert [t.name for t in threading.enumerate() if t.name.startswith("hash-")] == []
 
 
 def test_size_only_verification_is_an_explicit_opt_out(hub: HubStandIn, models: Path) -> None:

@@ -15,6 +15,7 @@ from llmaz.loader import layout
 from llmaz.loader.main import default_local_path, main
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import render_manifests
+from llmaz.render.cache import SharedCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "render"))
 from render_helpers import EXAMPLES, example_files, load
@@ -27,10 +28,15 @@ def plugins() -> PluginManager:
     return PluginManager.from_environment({})
 
 
-def _loaders(path: Path, plugins: PluginManager) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+CACHE = SharedCache(host_path="/var/lib/llmaz/models")
+
+
+def _loaders(
+    path: Path, plugins: PluginManager, cache: SharedCache | None = None
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """(pod template spec, loader init container) for every loader the example renders."""
     out = []
-    for obj in render_manifests(load(path), plugins=plugins):
+    for obj in render_manifests(load(path), plugins=plugins, model_cache=cache):
         if obj["kind"] != "LeaderWorkerSet":
             continue
         lws = obj["spec"]["leaderWorkerTemplate"]
@@ -58,9 +64,12 @@ def test_examples_cover_hub_and_object_store_loaders() -> None:
     } <= names
 
 
+@pytest.mark.parametrize("cache", [None, CACHE], ids=["per-pod-volume", "shared-cache"])
 @pytest.mark.parametrize("path", LOADED, ids=[str(p.relative_to(EXAMPLES)) for p in LOADED])
-def test_renderer_and_loader_agree_on_every_path(path: Path, plugins: PluginManager) -> None:
-    for spec, loader in _loaders(path, plugins):
+def test_renderer_and_loader_agree_on_every_path(
+    path: Path, cache: SharedCache | None, plugins: PluginManager
+) -> None:
+    for spec, loader in _loaders(path, plugins, cache):
         env = _values(loader)
         local = env[layout.ENV_LOCAL_PATH]
         assert loader["command"] == ["llmaz", "load-model"]  # this project's loader, not the image default
@@ -69,18 +78,24 @@ def test_renderer_and_loader_agree_on_every_path(path: Path, plugins: PluginMana
         # The loader writes on the model volume, mounted at MODEL_DIR.
         volume = loader["volumeMounts"][0]["name"]
         assert loader["volumeMounts"][0]["mountPath"].rstrip("/") == layout.MODEL_DIR
-        # Engine side: the runner mounts exactly that path of the volume and is told to load it.
+        # Engine side: the runner mounts exactly that path of the volume and is told to load where
+        # it mounts it (with a cache, the model's cache folder at the path it has without one).
         runner = next(c for c in spec["containers"] if c["name"] == "model-runner")
-        mount = next(m for m in runner["volumeMounts"] if m["name"] == volume)
-        assert mount["mountPath"] == local
-        assert f"{layout.MODEL_DIR}/{mount['subPath']}" == local
-        assert local in " ".join(runner.get("command", []) + runner.get("args", []))
+        mounts = [m for m in runner["volumeMounts"] if m["name"] == volume]
+        mount = next(m for m in mounts if f"{layout.MODEL_DIR}/{m['subPath']}" == local)
+        if cache is None:
+            assert mount["mountPath"] == local
+        else:
+            assert env[layout.ENV_CACHE] == layout.CACHE_SHARED
+            assert local == layout.cached_path(mount["mountPath"], env)
+        assert mount["mountPath"] in " ".join(runner.get("command", []) + runner.get("args", []))
 
 
+@pytest.mark.parametrize("cache", [None, CACHE], ids=["per-pod-volume", "shared-cache"])
 def test_rendered_huggingface_loader_fills_the_path_the_runner_reads(
-    plugins: PluginManager, tmp_path: Path
+    cache: SharedCache | None, plugins: PluginManager, tmp_path: Path
 ) -> None:
-    _spec, loader = _loaders(EXAMPLES / "huggingface" / "playground.yaml", plugins)[0]
+    _spec, loader = _loaders(EXAMPLES / "huggingface" / "playground.yaml", plugins, cache)[0]
     env = _values(loader)
     models = tmp_path / "models"
     models.mkdir()

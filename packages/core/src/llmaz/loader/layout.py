@@ -17,12 +17,26 @@ Layout of the model volume (mounted at :data:`MODEL_DIR`)::
         <name>.lock                   held while a loader writes <name> (shared per-node caches)
         <name>.complete.json          completion marker: written atomically, keyed by source + revision
         partial/<name>/<relative>     bytes being downloaded (resumed on retry or pod restart)
+
+With a shared per-node cache (operator setting ``modelLoader.sharedCache``) the volume is the cache
+and every model gets a folder of its own per source and revision, so two models, or two revisions
+of one, never share files, and the lock is per model and revision::
+
+    /workspace/models/                          the cache (host path or PVC)
+      <source key>/                             e.g. Huggingface--Qwen-Qwen2-0.5B--main--1a2b3c4d5e6f
+        models--<org>--<repo>/ or <file>.gguf   what the per-pod volume would hold
+        .llmaz/                                 that model's lock, marker and partial files
+
+The loader writes to ``<source key>/<name>``; the engine container mounts that sub path at the usual
+``/workspace/models/<name>``, so the path the engine is told to load is the same with and without a
+cache.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 from typing import Final
 
@@ -87,6 +101,9 @@ ENV_BUCKET: Final = "BUCKET"
 ENV_MODEL_PATH: Final = "MODEL_PATH"
 ENV_LOCAL_PATH: Final = "MODEL_LOCAL_PATH"
 """The one path both sides agree on: where the loader writes and what the engine reads."""
+ENV_CACHE: Final = "MODEL_CACHE"
+"""``shared`` when the model volume is a cache shared by the pods of a node (see :func:`cached_path`)."""
+CACHE_SHARED: Final = "shared"
 
 HUB_HUGGINGFACE: Final = "Huggingface"
 HUB_MODELSCOPE: Final = "ModelScope"
@@ -146,6 +163,34 @@ def marker_path(local_path: str) -> PurePosixPath:
 
 def partial_dir(local_path: str) -> PurePosixPath:
     return state_dir(local_path) / "partial" / PurePosixPath(local_path).name
+
+
+# Loader variables that say which bytes a model folder holds: one cache folder per combination.
+_CACHE_IDENTITY: Final = (
+    ENV_HUB_NAME,
+    ENV_MODEL_ID,
+    ENV_REVISION,
+    ENV_FILENAME,
+    ENV_ALLOW_PATTERNS,
+    ENV_IGNORE_PATTERNS,
+    ENV_PROVIDER,
+    ENV_ENDPOINT,
+    ENV_BUCKET,
+    ENV_MODEL_PATH,
+)
+
+
+def cached_path(local_path: str, loader_env: Mapping[str, str], model_dir: str = MODEL_DIR) -> str:
+    """Where the loader writes ``local_path`` (a path under ``model_dir``) in a shared cache.
+
+    The folder is named after the loader variables that identify the bytes (source, repository or
+    object path, revision, file name, patterns), so both sides derive it from the same environment.
+    """
+    prefix = model_dir.rstrip("/") + "/"
+    if not local_path.startswith(prefix):
+        raise ValueError(f"{local_path!r} is not under the model folder {model_dir!r}")
+    key = source_key(*(loader_env.get(name, "").strip() for name in _CACHE_IDENTITY))
+    return f"{prefix}{key}/{local_path[len(prefix) :]}"
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

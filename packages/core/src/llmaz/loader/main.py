@@ -37,12 +37,22 @@ def default_local_path(env: Mapping[str, str]) -> str | None:
     kind = env.get(layout.ENV_SOURCE_TYPE, "").strip()
     if kind == layout.SOURCE_MODELHUB:
         model_id = _required(env, layout.ENV_MODEL_ID, "the hub model id, e.g. org/name")
-        return layout.hub_local_path(model_id, env.get(layout.ENV_FILENAME, "").strip() or None)
-    if kind == layout.SOURCE_OBJSTORE:
-        return layout.objstore_local_path(
+        path = layout.hub_local_path(model_id, env.get(layout.ENV_FILENAME, "").strip() or None)
+    elif kind == layout.SOURCE_OBJSTORE:
+        path = layout.objstore_local_path(
             _required(env, layout.ENV_MODEL_PATH, "the object path of the model")
         )
-    return None
+    else:
+        return None
+    return layout.cached_path(path, env) if shared_cache(env) else path
+
+
+def shared_cache(env: Mapping[str, str]) -> bool:
+    """Whether the model volume is a cache shared with the other pods of the node."""
+    value = env.get(layout.ENV_CACHE, "").strip()
+    if value not in ("", layout.CACHE_SHARED):
+        raise LoadError(f"{layout.ENV_CACHE}={value!r}: expected {layout.CACHE_SHARED!r} or nothing")
+    return value == layout.CACHE_SHARED
 
 
 def local_path(env: Mapping[str, str]) -> str:
@@ -60,6 +70,8 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
     """Load the model the environment describes; ``None`` when there is nothing to download."""
     kind = env.get(layout.ENV_SOURCE_TYPE, "").strip()
     options = Options.from_env(dict(env))
+    if shared_cache(env):
+        log.info("the model volume is a cache shared by the pods of this node; each model is fetched once")
     if kind == layout.SOURCE_MODELHUB:
         model_id = _required(env, layout.ENV_MODEL_ID, "the hub model id, e.g. org/name")
         hub = env.get(layout.ENV_HUB_NAME, "").strip() or layout.HUB_HUGGINGFACE

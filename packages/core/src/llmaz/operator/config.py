@@ -17,6 +17,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from llmaz.api._base import ApiModel, Name, ShortString
+from llmaz.render.cache import SharedCache
 from llmaz.render.dra import DraSettings
 from llmaz.render.gateway import GatewayRef
 from llmaz.render.inference_pool import DEFAULT_ENDPOINT_PICKER_PORT
@@ -79,6 +80,13 @@ class ModelLoader(ApiModel):
 
     image: ShortString | None = Field(
         default=None, description="Loader image; empty means the image the operator itself runs."
+    )
+    shared_cache: SharedCache | None = Field(
+        default=None,
+        description=(
+            "Cache models per node in a host path or PVC instead of one emptyDir per pod, so replicas "
+            "on a node download once (docs: concepts/model-loader, Shared per-node cache)."
+        ),
     )
 
 

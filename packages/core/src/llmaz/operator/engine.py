@@ -332,6 +332,7 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                 svc,
                 _models(idx),
                 model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
+                model_cache=rt.config.model_loader.shared_cache,
                 backend=_service_backend(rt, idx, snap),
                 dra=rt.config.dra,
             )

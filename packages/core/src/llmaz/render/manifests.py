@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
+from llmaz.render.cache import SharedCache
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
     InvalidManifest,
@@ -63,6 +64,7 @@ def render_manifests(
     *,
     plugins: PluginSource | None = None,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
+    model_cache: SharedCache | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the operator would create for ``documents``.
 
@@ -112,7 +114,14 @@ def render_manifests(
         try:
             if isinstance(obj, (Playground, Service)):
                 try:
-                    out += plan_tree(obj, models, runtimes, plugins, model_loader_image=model_loader_image)
+                    out += plan_tree(
+                        obj,
+                        models,
+                        runtimes,
+                        plugins,
+                        model_loader_image=model_loader_image,
+                        model_cache=model_cache,
+                    )
                 except BackendRuntimeNotFound as err:
                     installed = plugins.backends if plugins is not None else {}
                     err.reason += f"; {known_names('backends', [*runtimes, *installed])}"

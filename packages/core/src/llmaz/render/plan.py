@@ -22,6 +22,7 @@ from llmaz.api import BackendRuntime, OpenModel, Playground, Service
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingProblem
 from llmaz.plugins.backend import Backend
+from llmaz.render.cache import SharedCache
 from llmaz.render.dra import DraSettings, render_dra
 from llmaz.render.objects import LWS_API_VERSION
 from llmaz.render.playground import render_playground
@@ -110,6 +111,7 @@ def _plan_service(
     backend: Backend | None,
     *,
     model_loader_image: str,
+    model_cache: SharedCache | None,
     scheduler_name: str | None,
     dra: DraSettings | None,
 ) -> Plan:
@@ -118,6 +120,7 @@ def _plan_service(
         models,
         backend=backend,
         model_loader_image=model_loader_image,
+        model_cache=model_cache,
         scheduler_name=scheduler_name,
     )
     # DRA mode (a flavor with DEVICE-CLASS, or dra.enabled) swaps GPU limits for a ResourceClaim;
@@ -135,6 +138,7 @@ def plan(
     *,
     plugin_runtimes: bool = True,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
+    model_cache: SharedCache | None = None,
     scheduler_name: str | None = None,
     flavor: str | None = None,
     backend: Backend | None = None,
@@ -149,6 +153,8 @@ def plan(
     :param plugin_runtimes: when a Playground's BackendRuntime is not in ``runtimes``, use the one
         its backend plugin would apply (``llmaz render``). The operator passes ``False``: it applies
         the plugins' BackendRuntimes itself, so the cluster is the only truth.
+    :param model_cache: the shared per-node model cache (operator setting
+        ``modelLoader.sharedCache``); ``None``: one ``emptyDir`` per model and pod.
     :param flavor: the claimed flavor to use (flavor fallback); default the first claimed.
     :param backend: for an inference Service, the backend plugin serving it (port fallback).
     :param dra: Dynamic Resource Allocation settings (operator config); ``None`` uses DRA only for
@@ -164,6 +170,7 @@ def plan(
         models,
         backend,
         model_loader_image=model_loader_image,
+        model_cache=model_cache,
         scheduler_name=scheduler_name,
         dra=dra,
     )
@@ -176,16 +183,19 @@ def plan_tree(
     plugins: PluginSource | None = None,
     *,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
+    model_cache: SharedCache | None = None,
 ) -> list[dict[str, Any]]:
     """Everything ``obj`` leads to, as ``llmaz render`` prints it: for a Playground its inference
     Service, then that Service's LeaderWorkerSet and ``<name>-lb`` Service, then the autoscaler
     objects; for an inference Service its LeaderWorkerSet and ``<name>-lb`` Service."""
     if isinstance(obj, Service):
-        return list(plan(obj, models, model_loader_image=model_loader_image).objects)
+        return list(plan(obj, models, model_loader_image=model_loader_image, model_cache=model_cache).objects)
     top = plan(obj, models, runtimes, plugins)
     if top.service is None:  # unreachable: a Playground's plan always holds its Service
         raise AssertionError("the plan of a Playground has no inference Service")
     service_doc, *rest = top.objects
     backend = plugins.get_backend(backend_name(obj)) if plugins is not None else None
-    children = plan(top.service, models, backend=backend, model_loader_image=model_loader_image)
+    children = plan(
+        top.service, models, backend=backend, model_loader_image=model_loader_image, model_cache=model_cache
+    )
     return [service_doc, *children.objects, *rest]

@@ -20,6 +20,7 @@ from llmaz.api.conventions import (
 from llmaz.loader.layout import LOADER_COMMAND, default_loader_image
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
+from llmaz.render.cache import CACHE_VOLUME, SharedCache
 from llmaz.render.errors import InvalidWorkloadTemplate
 from llmaz.render.models import Claimed, Models, resolve_claims
 from llmaz.render.objects import (
@@ -41,7 +42,7 @@ DEFAULT_MODEL_LOADER_IMAGE = default_loader_image(__version__)
 
 
 def _volumes_and_mounts(
-    source: ResolvedSource, skip_loader: bool
+    source: ResolvedSource, skip_loader: bool, cache: SharedCache | None
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
     """The pod volume of one model and its mount in the runner (or ``None, None``)."""
     vol = source.volume_name
@@ -55,6 +56,17 @@ def _volumes_and_mounts(
         return (
             {"name": vol, "persistentVolumeClaim": {"claimName": source.claim, "readOnly": True}},
             {"name": vol, "mountPath": f"{MODEL_DIR}/{vol}", "readOnly": True},
+        )
+    if source.needs_loader(skip_loader) and cache is not None:
+        # The model's folder in the cache, mounted where it would be without a cache.
+        return (
+            cache.volume(),
+            {
+                "name": CACHE_VOLUME,
+                "mountPath": source.local_path(),
+                "subPath": source.cached_path()[len(MODEL_DIR) + 1 :],
+                "readOnly": True,
+            },
         )
     if source.needs_loader(skip_loader):
         local = source.local_path()
@@ -70,8 +82,10 @@ def _volumes_and_mounts(
     return None, None
 
 
-def _loader(source: ResolvedSource, image: str, runner: dict[str, Any] | None) -> dict[str, Any]:
-    envs = merge_envs(source.loader_inputs(), source.credential_envs())
+def _loader(
+    source: ResolvedSource, image: str, runner: dict[str, Any] | None, cache: SharedCache | None
+) -> dict[str, Any]:
+    envs = merge_envs(source.loader_inputs(shared_cache=cache is not None), source.credential_envs())
     container: dict[str, Any] = {
         "name": source.loader_name,
         "image": image,
@@ -82,7 +96,8 @@ def _loader(source: ResolvedSource, image: str, runner: dict[str, Any] | None) -
         # Proxies, mirrors (HF_ENDPOINT) and the like set on the runner reach the loader too,
         # but never twice under one name.
         add_missing_envs(container, runner.get("env") or [])
-    container["volumeMounts"] = [{"name": source.volume_name, "mountPath": f"{MODEL_DIR}/"}]
+    volume = CACHE_VOLUME if cache is not None else source.volume_name
+    container["volumeMounts"] = [{"name": volume, "mountPath": f"{MODEL_DIR}/"}]
     return container
 
 
@@ -92,6 +107,7 @@ def _inject(
     claimed: Claimed,
     skip_loader: bool,
     loader_image: str,
+    cache: SharedCache | None,
     scheduler_name: str | None,
     affinity: dict[str, Any] | None,
     accelerators: dict[str, Any] | None,
@@ -125,18 +141,26 @@ def _inject(
     mount_paths = {m.get("mountPath") for m in (runner or {}).get("volumeMounts") or []}
     for source in claimed.sources:
         if source.needs_loader(skip_loader):
-            init.append(_loader(source, loader_image, runner))
-        volume, mount = _volumes_and_mounts(source, skip_loader)
+            init.append(_loader(source, loader_image, runner, cache))
+        volume, mount = _volumes_and_mounts(source, skip_loader, cache)
         if volume is not None and mount is not None:
-            if volume["name"] in volume_names:
+            if volume["name"] == CACHE_VOLUME and volume in volumes:
+                volume = None  # the cache is one volume for every claimed model
+            elif volume["name"] in volume_names:
                 raise InvalidWorkloadTemplate(
                     f"{field}.spec.volumes",
-                    f"volume name {volume['name']!r} is reserved for the model {source.name!r}",
+                    f"volume name {volume['name']!r} is reserved for "
+                    + (
+                        "the shared model cache"
+                        if volume["name"] == CACHE_VOLUME
+                        else f"the model {source.name!r}"
+                    ),
                 )
             if runner is not None and mount["mountPath"] in mount_paths:
                 continue  # the same host path claimed twice: mounted once
-            volume_names.add(volume["name"])
-            volumes.append(volume)
+            if volume is not None:
+                volume_names.add(volume["name"])
+                volumes.append(volume)
             if runner is not None:
                 runner.setdefault("volumeMounts", []).append(mount)
                 mount_paths.add(mount["mountPath"])
@@ -173,6 +197,7 @@ def render_service(
     backend: Backend | None = None,
     flavor: str | None = None,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
+    model_cache: SharedCache | None = None,
     scheduler_name: str | None = None,
 ) -> Rendered:
     """The LeaderWorkerSet and the ``<name>-lb`` Service of an inference Service.
@@ -183,6 +208,8 @@ def render_service(
     :param flavor: the claimed flavor whose accelerator counts apply; default the one recorded by
         the Playground render (``llmaz.io/selected-flavor``), else the first claimed.
     :param model_loader_image: image of the model-loader init containers.
+    :param model_cache: the shared per-node model cache (operator setting
+        ``modelLoader.sharedCache``); ``None``: one ``emptyDir`` per model and pod.
     :param scheduler_name: set on pod templates that name no scheduler (never written back into the
         Service itself).
     """
@@ -205,6 +232,7 @@ def render_service(
             claimed=claimed,
             skip_loader=skip_loader,
             loader_image=model_loader_image,
+            cache=model_cache,
             scheduler_name=scheduler_name,
             affinity=affinity,
             accelerators=accelerators,

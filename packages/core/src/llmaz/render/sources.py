@@ -100,6 +100,13 @@ class ResolvedSource:
             return layout.hub_local_path(hub.model_id, hub.filename)
         return layout.objstore_local_path(self.path or "")
 
+    def cached_path(self) -> str:
+        """Where the loader writes the weights in a shared cache (see :mod:`llmaz.render.cache`)."""
+        return layout.cached_path(self.local_path(), self._identity())
+
+    def _identity(self) -> dict[str, str]:
+        return {e["name"]: e["value"] for e in self.loader_inputs() if "value" in e}
+
     def model_path(self, skip_loader: bool) -> str:
         """``{{ .ModelPath }}``: where (or what) the engine loads."""
         if self.protocol == "host":
@@ -145,8 +152,9 @@ class ResolvedSource:
             ]
         return []
 
-    def loader_inputs(self) -> list[dict[str, Any]]:
-        """The loader's environment (without credentials)."""
+    def loader_inputs(self, shared_cache: bool = False) -> list[dict[str, Any]]:
+        """The loader's environment (without credentials); ``shared_cache``: the volume is the
+        node's cache, so the loader writes to :meth:`cached_path`."""
         envs: list[dict[str, Any]] = []
         if self.is_hub:
             hub = self.model.spec.source.model_hub
@@ -178,7 +186,13 @@ class ResolvedSource:
                 env_value(layout.ENV_BUCKET, self.bucket or ""),
                 env_value(layout.ENV_MODEL_PATH, self.path or ""),
             ]
-        envs.append(env_value(layout.ENV_LOCAL_PATH, self.local_path()))
+        if shared_cache:
+            envs.append(env_value(layout.ENV_CACHE, layout.CACHE_SHARED))
+            envs.append(
+                env_value(layout.ENV_LOCAL_PATH, layout.cached_path(self.local_path(), self._identity()))
+            )
+        else:
+            envs.append(env_value(layout.ENV_LOCAL_PATH, self.local_path()))
         return envs
 
 
