@@ -10,6 +10,9 @@ Sessions run inside the workspace environment that ``tools/bootstrap.sh`` syncs 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nox
@@ -20,6 +23,39 @@ nox.options.error_on_missing_interpreters = True
 nox.options.sessions = ["lint", "typecheck", "tests", "crds", "docs", "chart", "release_lint", "e2e"]
 
 PY = str(ROOT / ".venv" / "bin" / "python")
+GO_TOOLS = ROOT / "tools" / "go-tools.sh"
+BACKGROUND_LOG = ROOT / ".nox-go-tools.log"
+"""Where ``./dev test`` sends the progress of the Go tool build it starts in the background."""
+
+
+def go_tools(session: nox.Session, *args: str) -> str:
+    """Run ``tools/go-tools.sh ARGS`` and return its stdout (the tool directory), showing progress.
+
+    On a fresh machine ``./dev test`` has started the build in the background; this call then waits
+    for it on the script's lock, so the background build's progress lines are relayed here while
+    waiting, instead of a silent wait of up to ~20 minutes.
+    """
+    session.log(f"{GO_TOOLS.relative_to(ROOT)} {' '.join(args)}".rstrip())
+    relayed = BACKGROUND_LOG.stat().st_size if BACKGROUND_LOG.exists() else 0
+    announced = False
+    with subprocess.Popen([str(GO_TOOLS), *args], stdout=subprocess.PIPE, text=True) as proc:
+        while proc.poll() is None:
+            time.sleep(2)
+            if not BACKGROUND_LOG.exists() or BACKGROUND_LOG.stat().st_size <= relayed:
+                continue
+            if not announced:
+                session.log(f"waiting for the Go tool build that ./dev started (log: {BACKGROUND_LOG.name})")
+                announced = True
+            with BACKGROUND_LOG.open() as log:
+                log.seek(relayed)
+                chunk = log.read()
+            relayed += len(chunk.encode())
+            sys.stderr.write(chunk)
+            sys.stderr.flush()
+        out = proc.stdout.read() if proc.stdout else ""
+    if proc.returncode:
+        session.error(f"tools/go-tools.sh failed (exit {proc.returncode}); see the lines above")
+    return out.strip().splitlines()[-1]
 
 
 def _packages() -> list[str]:
@@ -81,9 +117,7 @@ def chart(session: nox.Session) -> None:
     the chart assembled with its dependencies; helm-unittest. helm and the plugin come from Go modules.
     """
     session.run(PY, "-m", "llmaz_devkit.chartgen", "--check")
-    root = session.run(str(ROOT / "tools" / "go-tools.sh"), "--root", silent=True, external=True)
-    assert isinstance(root, str)
-    tools = Path(root.strip().splitlines()[-1])
+    tools = Path(go_tools(session, "--root"))
     helm = str(tools / "bin" / "helm")
     home = Path(session.create_tmp())
     env = {
@@ -127,14 +161,14 @@ def release_lint(session: nox.Session) -> None:
 @nox.session
 def e2e(session: nox.Session) -> None:
     """Tests against a real control plane (etcd, kube-apiserver, KCM, scheduler, KWOK, LWS)."""
-    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    go_tools(session)
     session.run(PY, "-m", "pytest", "e2e", *session.posargs)
 
 
 @nox.session(default=False)
 def reliability(session: nox.Session) -> None:
     """The full reliability set (the default e2e run has only its fast subset)."""
-    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    go_tools(session)
     env = {"LLMAZ_RELIABILITY": "all"}
     session.run(PY, "-m", "pytest", "e2e/reliability", "-m", "reliability", *session.posargs, env=env)
 
@@ -155,5 +189,5 @@ def bench_loader(session: nox.Session) -> None:
 def bench_operator(session: nox.Session) -> None:
     """The operator at N Playgrounds on the real control plane vs a bulk client (not a test; numbers
     go to docs/development/operator-benchmark.md): nox -s bench_operator -- 100 --idle 60."""
-    session.run(str(ROOT / "tools" / "go-tools.sh"), external=True)
+    go_tools(session)
     session.run(PY, "benchmarks/operator_bench.py", *session.posargs)
