@@ -171,7 +171,7 @@ class OperatorConfig(ApiModel):
         description="Slow resync of every object; a resync that finds nothing different writes nothing.",
     )
     workers: int = Field(
-        default=32, ge=1, le=1024, description="Objects reconciled at the same time (kopf worker limit)."
+        default=32, ge=1, le=1024, description="Objects reconciled (and API calls made) at the same time."
     )
     backends: dict[Name, BackendOverride] = Field(
         default_factory=dict,

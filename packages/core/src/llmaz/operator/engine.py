@@ -374,8 +374,9 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
             if snap["metadata"].get("deletionTimestamp"):
                 return  # being deleted: garbage collection removes the children; nothing to write
             try:
-                with rt.metrics.reconciling(kind):
-                    await RECONCILERS[kind](rt, idx, snap)
+                async with rt.slots():
+                    with rt.metrics.reconciling(kind):
+                        await RECONCILERS[kind](rt, idx, snap)
             except (KubeError, OSError) as err:
                 _schedule_retry(rt, snap, err)
             else:
@@ -451,13 +452,5 @@ async def reconcile_named(rt: Runtime, kind: str, namespace: str, name: str) -> 
 
 
 async def reconcile_many(rt: Runtime, targets: list[tuple[str, str, str]]) -> None:
-    """Reconcile several objects concurrently (at most ``config.workers`` at once)."""
-    if rt.semaphore is None:
-        rt.semaphore = asyncio.Semaphore(rt.config.workers)
-    sem = rt.semaphore
-
-    async def one(kind: str, ns: str, name: str) -> None:
-        async with sem:
-            await reconcile_named(rt, kind, ns, name)
-
-    await asyncio.gather(*(one(*t) for t in targets))
+    """Reconcile several objects concurrently (:func:`reconcile` admits ``config.workers`` at once)."""
+    await asyncio.gather(*(reconcile_named(rt, *t) for t in targets))

@@ -194,6 +194,12 @@ class Runtime:
             if handle is not None:
                 handle.cancel()
 
+    def slots(self) -> asyncio.Semaphore:
+        """Admits ``config.workers`` reconciles at once (every reconcile, whatever started it)."""
+        if self.semaphore is None:
+            self.semaphore = asyncio.Semaphore(self.config.workers)
+        return self.semaphore
+
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference until it ends."""
         task = asyncio.ensure_future(coro)

@@ -17,14 +17,23 @@ from llmaz.operator.runtime import Runtime
 
 log = logging.getLogger("llmaz.operator")
 
+KOPF_WORKER_LIMIT: int | None = None
+"""No limit on kopf's per-object workers. kopf caps the workers of each watched kind at
+``worker_limit``, and with indexes every worker of the initial listing waits until *all* objects of
+all kinds are indexed: with more objects of one kind than the limit at start-up, the first
+``worker_limit`` workers wait for an object whose worker cannot start, and the operator froze,
+leading but reconciling nothing (issue 16: 55 child Services against a limit of 32). A kopf worker is
+one coroutine that ends after an idle timeout; what the ``workers`` setting bounds is the number of
+reconciles at once (:func:`llmaz.operator.engine.reconcile`) and of API calls (the thread pool)."""
+
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     """kopf settings: no peering (leader election is ours), no Events or annotations of kopf's own,
-    no CRD scanning (needs no CRD RBAC), the configured worker limit."""
+    no CRD scanning (needs no CRD RBAC), and no kopf worker limit (see :data:`KOPF_WORKER_LIMIT`)."""
     settings.peering.standalone = True
     settings.posting.enabled = False
     settings.scanning.disabled = True
-    settings.queueing.worker_limit = rt.config.workers
+    settings.queueing.worker_limit = KOPF_WORKER_LIMIT
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330

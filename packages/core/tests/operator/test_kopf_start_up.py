@@ -1,0 +1,138 @@
+"""Start-up with more objects than ``workers``: kopf's real per-kind watcher and worker scheduler,
+configured by :func:`llmaz.operator.handlers.lifecycle.configure`, fed a stand-in watch stream.
+
+The stand-in processor does what kopf's own does for an indexed operator before it calls a handler:
+it marks its object indexed, then waits until every object of every kind is indexed (issue 16: the
+operator froze at start-up when one kind had more objects than kopf's worker limit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
+from typing import Any
+
+import kopf
+import pytest
+from kopf._cogs.aiokits import aiotoggles
+from kopf._cogs.clients import watching
+from kopf._core.reactor import queueing
+
+from llmaz.operator import engine
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.handlers.lifecycle import configure
+from llmaz.operator.runtime import Runtime
+
+OBJECTS = 7
+WORKERS = 2
+
+
+def _settings(workers: int) -> kopf.OperatorSettings:
+    settings = kopf.OperatorSettings()
+    configure(settings, SimpleNamespace(config=OperatorConfig(workers=workers)))  # type: ignore[arg-type]
+    settings.queueing.idle_timeout = 0.1
+    return settings
+
+
+async def _process_listing(settings: kopf.OperatorSettings) -> set[str]:
+    """Run kopf's watcher over a listing of OBJECTS objects; return the uids that reached a handler."""
+    handled: set[str] = set()
+
+    async def listing(**_: Any) -> AsyncIterator[Any]:
+        for i in range(OBJECTS):
+            yield {"type": None, "object": {"metadata": {"uid": f"uid-{i}", "name": f"p{i}"}}}
+        yield watching.Bookmark.LISTED
+        await asyncio.Event().wait()  # the watch stays open
+
+    async def processor(
+        *,
+        raw_event: Any,
+        resource_indexed: aiotoggles.Toggle | None,
+        operator_indexed: aiotoggles.ToggleSet | None,
+        **_: Any,
+    ) -> None:
+        if operator_indexed is not None and resource_indexed is not None:
+            await operator_indexed.drop_toggle(resource_indexed)
+        if operator_indexed is not None:
+            await operator_indexed.wait_for(True)
+        handled.add(raw_event["object"]["metadata"]["uid"])
+
+    operator_indexed = aiotoggles.ToggleSet(all)
+    resource_indexed = await operator_indexed.make_toggle(name="playgrounds listing")
+    resource = kopf.Resource("inference.llmaz.io", "v1alpha1", "playgrounds", namespaced=True)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(queueing.watching, "infinite_watch", listing)
+    task = asyncio.create_task(
+        queueing.watcher(
+            namespace=None,
+            settings=settings,
+            resource=resource,
+            processor=processor,  # type: ignore[arg-type]
+            operator_indexed=operator_indexed,
+            resource_indexed=resource_indexed,
+        )
+    )
+    try:
+        for _ in range(200):  # bounded wait; progress, not speed, is what is checked
+            if len(handled) == OBJECTS:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        mp.undo()
+    return handled
+
+
+def test_kopf_has_no_worker_limit_to_starve_the_start_up_listing() -> None:
+    settings = _settings(WORKERS)
+    assert settings.queueing.worker_limit is None
+    assert asyncio.run(_process_listing(settings)) == {f"uid-{i}" for i in range(OBJECTS)}
+
+
+def test_a_worker_limit_below_the_listing_would_freeze_it() -> None:
+    """The control: kopf with a worker limit of WORKERS handles none of the OBJECTS (the freeze
+    issue 16 found), so the test above proves something."""
+    settings = _settings(WORKERS)
+    settings.queueing.worker_limit = WORKERS
+    assert asyncio.run(_process_listing(settings)) == set()
+
+
+def test_reconciles_at_once_stay_within_workers() -> None:
+    """``workers`` now bounds reconciles (not kopf workers): 7 resync targets, at most 2 at once."""
+    running, peak = 0, 0
+
+    async def reconciler(rt: Any, idx: Any, snap: Any) -> None:
+        nonlocal running, peak
+        running += 1
+        peak = max(peak, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+
+    snaps = {
+        f"p{i}": {"kind": "Playground", "metadata": {"uid": f"u{i}", "name": f"p{i}", "namespace": "ns"}}
+        for i in range(OBJECTS)
+    }
+    indexes = SimpleNamespace(playground=lambda ns, name: snaps.get(name))
+    metrics = SimpleNamespace(
+        queue_depth=SimpleNamespace(inc=lambda: None, dec=lambda: None),
+        reconciling=lambda kind: contextlib.nullcontext(),
+    )
+    rt = Runtime(
+        config=OperatorConfig(workers=WORKERS),
+        plugins=None,  # type: ignore[arg-type]
+        kube=None,  # type: ignore[arg-type]
+        metrics=metrics,  # type: ignore[arg-type]
+        identity="unit",
+        indexes=indexes,  # type: ignore[arg-type]
+    )
+    mp = pytest.MonkeyPatch()
+    mp.setitem(engine.RECONCILERS, "Playground", reconciler)
+    try:
+        asyncio.run(engine.reconcile_many(rt, [("Playground", "ns", n) for n in snaps]))
+    finally:
+        mp.undo()
+    assert peak == WORKERS
