@@ -66,10 +66,21 @@ def leading_operator(
     prefix: tuple[str, ...] = (),
     env_extra: dict[str, str] | None = None,
     lease: dict[str, int] | None = None,
+    extra_config: dict[str, Any] | None = None,
+    kubeconfig: Path | None = None,
 ) -> Iterator[Operator]:
     """An operator process that holds the Lease. On exit it gets SIGTERM, so it hands the Lease over
     and the next operator (another scenario, or ``e2e/test_operator.py``'s) need not wait it out."""
-    with running_operator(cp, workdir, ACCOUNT, prefix=prefix, env_extra=env_extra, lease=lease) as op:
+    with running_operator(
+        cp,
+        workdir,
+        ACCOUNT,
+        extra_config,
+        kubeconfig,
+        prefix=prefix,
+        env_extra=env_extra,
+        lease=lease,
+    ) as op:
         try:
             wait_until(op.ready, "the operator to lead", 60, op.log)
             yield op
@@ -92,12 +103,15 @@ def _items(cp: ControlPlane, kind: str, namespace: str) -> list[dict[str, Any]]:
 
 def convergence_gap(cp: ControlPlane, namespace: str, names: set[str]) -> str:
     """What keeps C from holding ("" once it holds): each Playground in ``names`` reports a settled
-    reason for its current generation and its inference Service and LWS exist; no other is left."""
+    reason for its current generation and all three children (inference Service, LWS, ``-lb``
+    Service) exist; no other Playground is left. (A Playground's status can settle before its
+    ``-lb`` Service exists; checking only the first two let U fail right after "convergence".)"""
     pls = {p["metadata"]["name"]: p for p in _items(cp, "playgrounds", namespace)}
     if set(pls) != names:
         return f"Playgrounds {sorted(pls)} != {sorted(names)}"
     isvcs = {i["metadata"]["name"] for i in _items(cp, "services.inference.llmaz.io", namespace)}
     lws = {item["metadata"]["name"] for item in _items(cp, "leaderworkersets", namespace)}
+    lbs = {s["metadata"]["name"] for s in _items(cp, "services", namespace)}
     for name, pl in sorted(pls.items()):
         avail = condition(pl, "Available")
         if avail.get("reason") not in SETTLED:
@@ -105,8 +119,10 @@ def convergence_gap(cp: ControlPlane, namespace: str, names: set[str]) -> str:
         if avail.get("observedGeneration") != pl["metadata"]["generation"]:
             seen, generation = avail.get("observedGeneration"), pl["metadata"]["generation"]
             return f"{name}: observedGeneration {seen} != generation {generation}"
-        if name not in isvcs or name not in lws:
-            return f"{name}: inference Service present={name in isvcs}, LWS present={name in lws}"
+        if name not in isvcs or name not in lws or f"{name}-lb" not in lbs:
+            has_lb = f"{name}-lb" in lbs
+            present = f"inference Service {name in isvcs}, LWS {name in lws}, -lb Service {has_lb}"
+            return f"{name}: children present: {present}"
     return ""
 
 

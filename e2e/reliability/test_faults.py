@@ -57,7 +57,6 @@ def child_writes(cp: ControlPlane, user: str, since: float, namespace: str) -> l
 # ----------------------------------------------------------------------------------- fast subset
 
 
-@pytest.mark.slow  # full set only: failed once in a fresh-clone ./dev test (see docs: Open)
 def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_duplicates(
     control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path
 ) -> None:
@@ -76,7 +75,11 @@ def test_sigkill_mid_reconcile_of_30_playgrounds_then_restart_converges_without_
         killed = time.monotonic()
     fig.add("children before kill", f"{done}/30")
     since = time.time()
-    with leading_operator(cp, tmp_path / "second") as op:
+    # workers=2: the new operator starts facing 30 objects of each kind, far more than its workers.
+    # kopf's worker limit used to be `workers`, and with more objects of one kind than that at
+    # start-up the operator froze (it led and reconciled nothing: the flake of this scenario, seen
+    # when the LWS controller had made enough headless Services). Now deterministic.
+    with leading_operator(cp, tmp_path / "second", extra_config={"workers": 2}) as op:
         fig.add("lease retaken", elapsed(killed), " s")
         wait_converged(cp, namespace, names, op, T_CONV)
         fig.add("time to converge after kill", elapsed(killed), " s")
@@ -141,7 +144,6 @@ def test_apiserver_restart_operator_stays_up_and_converges(
     fig.report()
 
 
-@pytest.mark.slow  # full set only: failed once in a fresh-clone ./dev test (see docs: Open)
 def test_canary_hub_token_appears_only_in_its_secret(
     control_plane: ControlPlane, crds: None, namespace: str, tmp_path: Path
 ) -> None:

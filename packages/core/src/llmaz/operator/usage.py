@@ -21,6 +21,9 @@ from llmaz.operator.status import in_use_condition, managed_by_condition
 log = logging.getLogger("llmaz.operator")
 
 COALESCE_SECONDS = 1.0
+RETRY_SECONDS = 5.0
+"""When a status write failed because the API server was unreachable or refused it, the refresh is
+queued again after this long (one warning line per attempt, no traceback)."""
 
 
 def desired_status(rt: Runtime, ref: str, snap: Snapshot) -> dict[str, Any]:
@@ -40,18 +43,33 @@ def desired_status(rt: Runtime, ref: str, snap: Snapshot) -> dict[str, Any]:
     return {"conditions": conditions}
 
 
-async def refresh(rt: Runtime, ref: str, name: str) -> None:
-    """Write the status of one OpenModel or BackendRuntime if it changed."""
+async def refresh(rt: Runtime, ref: str, name: str) -> bool:
+    """Write the status of one OpenModel or BackendRuntime if it changed. False when the write
+    failed (logged as one line; an unreachable API server is an ``OSError``, issue 16)."""
     idx = rt.indexes
     if idx is None:
-        return
+        return True
     snap = idx.model(name) if ref == "model" else idx.runtime(name)
     if snap is None:
-        return
+        return True
     try:
         await patch_status_once(rt, snap, desired_status(rt, ref, snap))
-    except KubeError as err:
-        log.warning("status of %s %s not written: %s", snap.get("kind"), name, err)
+    except (KubeError, OSError) as err:
+        log.warning(
+            "status of %s %s not written (retry in %.0fs): %s", snap.get("kind"), name, RETRY_SECONDS, err
+        )
+        return False
+    return True
+
+
+async def refresh_or_retry(rt: Runtime, ref: str, name: str) -> None:
+    """:func:`refresh`, queued again after :data:`RETRY_SECONDS` when it failed."""
+    if not await refresh(rt, ref, name):
+        _retry_later(rt, [(ref, name)])
+
+
+def _retry_later(rt: Runtime, refs: list[tuple[str, str]]) -> None:
+    asyncio.get_running_loop().call_later(RETRY_SECONDS, mark, rt, refs)
 
 
 def mark(rt: Runtime, refs: Iterable[tuple[str, str]]) -> None:
@@ -64,5 +82,6 @@ def mark(rt: Runtime, refs: Iterable[tuple[str, str]]) -> None:
 async def _flush(rt: Runtime) -> None:
     await asyncio.sleep(COALESCE_SECONDS)
     pending, rt.usage_pending = rt.usage_pending, set()
-    for ref, name in sorted(pending):
-        await refresh(rt, ref, name)
+    failed = [(ref, name) for ref, name in sorted(pending) if not await refresh(rt, ref, name)]
+    if failed:
+        _retry_later(rt, failed)

@@ -84,7 +84,7 @@ def register_referenced_kind(
         rt = runtime(memo, kw)
         change = event_type(event)
         if change != "DELETED":
-            await usage.refresh(rt, ref, name)
+            await usage.refresh_or_retry(rt, ref, name)
         if not inputs.changed(event, body) or change is None:
             return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None
