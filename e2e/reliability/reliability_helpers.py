@@ -56,6 +56,9 @@ __all__ = [
 ]
 
 ACCOUNT = "llmaz-operator-reliability"
+LEAD_TIMEOUT = 150.0
+"""Process start to leading. Usually 5-30 s; 60 s was seen on 2 CPUs at load 17 (interpreter start,
+imports, then the Lease expiry of a killed predecessor)."""
 
 
 @contextlib.contextmanager
@@ -82,7 +85,7 @@ def leading_operator(
         lease=lease,
     ) as op:
         try:
-            wait_until(op.ready, "the operator to lead", 60, op.log)
+            wait_until(op.ready, "the operator to lead", LEAD_TIMEOUT, op.log)
             yield op
         finally:
             if op.proc.poll() is None:

@@ -106,3 +106,46 @@ def test_an_unreachable_api_server_is_a_transient_oserror_not_a_transport_except
     with pytest.raises(KubeUnreachable, match=r"GET /apis/coordination.k8s.io/v1/leases: ") as err:
         kube.request("GET", "/apis/coordination.k8s.io/v1/leases")
     assert isinstance(err.value, OSError)
+
+
+def test_a_leader_that_missed_its_renew_deadline_may_not_write() -> None:
+    """Leader split (issue 16): a leader paused (SIGSTOP) past renewDeadlineSeconds may have been
+    replaced; when it resumes, its writes are refused before anything is sent."""
+    server, clock = LeaseStandIn(), Clock()
+    a = elector(server, clock, "a")
+    assert a.fence() is not None  # not leading yet
+    assert a.try_acquire_or_renew()
+    a.is_leader = True
+    assert a.fence() is None
+    clock.now = SETTINGS.renew_deadline_seconds - 0.5
+    assert a.fence() is None
+    clock.now = SETTINGS.renew_deadline_seconds + 20.0  # paused, then resumed
+    reason = a.fence()
+    assert reason is not None
+    assert "renewDeadlineSeconds" in reason
+    assert a.try_acquire_or_renew()  # renewed again (nobody took over): writes allowed again
+    assert a.fence() is None
+
+
+def test_the_fence_refuses_writes_but_not_reads_or_lease_writes() -> None:
+    import socket
+
+    import pytest
+    from kubernetes import client
+
+    from llmaz.operator.kube import Kube, KubeUnreachable, WriteFenced
+
+    with socket.socket() as sock:  # nobody listens: a request that is sent fails as unreachable
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    kube = Kube(client.ApiClient(cfg))
+    kube.fence = lambda: "the Lease was last renewed 30s ago"
+    with pytest.raises(WriteFenced, match="write refused: the Lease was last renewed 30s ago"):
+        kube.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"}})
+    with pytest.raises(KubeUnreachable):  # sent (and failed): reads are not fenced
+        kube.request("GET", "/api/v1/namespaces/n/services/s")
+    with pytest.raises(KubeUnreachable):  # sent: Lease writes keep or hand over leadership
+        kube.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/n/leases/l", body={}, resource="leases")

@@ -94,6 +94,17 @@ class ObjectKey:
 WriteHook = Callable[[str, str], None]
 """Called with ``(verb, kind)`` after every write request (metrics)."""
 
+Fence = Callable[[], "str | None"]
+"""Asked before every write except to Leases: a reason to refuse it, or ``None`` (leader election's
+:meth:`~llmaz.operator.leader.LeaderElector.fence`)."""
+
+
+class WriteFenced(KubeError):
+    """A write refused by this process itself: it may no longer be the leader (issue 16)."""
+
+    def __init__(self, method: str, path: str, reason: str) -> None:
+        super().__init__(method, path, 0, f"write refused: {reason}")
+
 
 class Kube:
     """Blocking Kubernetes API calls for the operator."""
@@ -101,6 +112,7 @@ class Kube:
     def __init__(self, api: client.ApiClient, on_write: WriteHook | None = None) -> None:
         self.api = api
         self._on_write = on_write
+        self.fence: Fence | None = None
 
     @classmethod
     def connect(
@@ -145,7 +157,9 @@ class Kube:
         content_type: str = "application/json",
         resource: str = "",
     ) -> Any:
-        """One request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP >= 400."""
+        """One request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP >= 400,
+        :class:`WriteFenced` for a write the fence refuses (nothing is sent)."""
+        self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
         headers = {"Accept": "application/json", "Content-Type": content_type}
         serialized = self.api.param_serialize(
@@ -166,6 +180,15 @@ class Kube:
         if response.status >= 400:
             raise KubeError(method, path, response.status, text)
         return json.loads(text) if text else None
+
+    def check_fence(self, method: str, path: str, resource: str) -> None:
+        """Raise :class:`WriteFenced` when ``fence`` refuses this write (Lease writes always pass:
+        they are how leadership is kept or handed over)."""
+        if method == "GET" or resource == "leases" or self.fence is None:
+            return
+        reason = self.fence()
+        if reason is not None:
+            raise WriteFenced(method, path, reason)
 
     # ---------------------------------------------------------------- objects
 

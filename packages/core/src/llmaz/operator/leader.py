@@ -15,6 +15,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
@@ -51,7 +52,13 @@ class LeaderElector:
         self._wall = wall
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
+        self._renewed_at: float | None = None
         self.is_leader = False
+        # its own thread: a renewal never queues behind reconciles' API calls in the default pool
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
+
+    async def _attempt(self) -> bool:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self.try_acquire_or_renew)
 
     @property
     def path(self) -> str:
@@ -81,6 +88,7 @@ class LeaderElector:
                 "metadata": {"name": self.settings.lease_name, "namespace": self.namespace},
                 "spec": self._spec(None),
             }
+            started = self._monotonic()
             try:
                 self.kube.request(
                     "POST", f"{LEASE_API}/namespaces/{self.namespace}/leases", body=body, resource="leases"
@@ -89,6 +97,7 @@ class LeaderElector:
                 if create_err.status == 409:
                     return False
                 raise
+            self._renewed_at = started
             return True
         spec = lease.get("spec") or {}
         record = (spec.get("holderIdentity"), spec.get("renewTime"), spec.get("leaseTransitions"))
@@ -100,19 +109,37 @@ class LeaderElector:
         if holder and holder != self.identity and now < self._observed_at + duration:
             return False
         lease["spec"] = self._spec(spec)
+        started = self._monotonic()
         try:
             self.kube.request("PUT", self.path, body=lease, resource="leases")
         except KubeError as err:
             if err.status == 409:
                 return False
             raise
+        self._renewed_at = started
         return True
+
+    def fence(self) -> str | None:
+        """Why this process must not write now (``None``: it may). A leader that has not renewed the
+        Lease for ``renewDeadlineSeconds`` may have been replaced (it was paused, or cut off from the
+        API server) and is about to give up: its writes are refused, so two leaders never write.
+        Measured from when the last successful renewal was *sent*, on the monotonic clock (which
+        keeps counting while the process is stopped)."""
+        if not self.is_leader or self._renewed_at is None:
+            return "this process does not hold the Lease"
+        age = self._monotonic() - self._renewed_at
+        if age > self.settings.renew_deadline_seconds:
+            return (
+                f"the Lease was last renewed {age:.0f}s ago, more than renewDeadlineSeconds "
+                f"({self.settings.renew_deadline_seconds}); another replica may lead"
+            )
+        return None
 
     async def acquire(self, stop: asyncio.Event) -> bool:
         """Wait until this process leads (True) or ``stop`` is set (False)."""
         while not stop.is_set():
             try:
-                if await asyncio.to_thread(self.try_acquire_or_renew):
+                if await self._attempt():
                     self.is_leader = True
                     log.info("became the leader (Lease %s/%s)", self.namespace, self.settings.lease_name)
                     return True
@@ -128,7 +155,7 @@ class LeaderElector:
         while True:
             await asyncio.sleep(self.settings.retry_period_seconds)
             try:
-                ok = await asyncio.to_thread(self.try_acquire_or_renew)
+                ok = await self._attempt()
             except (KubeError, OSError) as err:
                 log.warning("renewing the Lease failed: %s", err)
                 ok = False

@@ -88,6 +88,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         if not await elector.acquire(stop):
             await _stop_servers(health, webhooks)
             return 0
+        kube.fence = elector.fence  # a leader that may have been replaced writes nothing
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
 
