@@ -38,6 +38,7 @@ from operator_helpers import (
 from llmaz_devkit.cluster import ControlPlane
 
 __all__ = [
+    "ACCOUNT",
     "OUTLASTING_LEASE",
     "Figures",
     "Operator",
