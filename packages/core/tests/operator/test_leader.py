@@ -149,3 +149,41 @@ def test_the_fence_refuses_writes_but_not_reads_or_lease_writes() -> None:
         kube.request("GET", "/api/v1/namespaces/n/services/s")
     with pytest.raises(KubeUnreachable):  # sent: Lease writes keep or hand over leadership
         kube.request("PUT", "/apis/coordination.k8s.io/v1/namespaces/n/leases/l", body={}, resource="leases")
+
+
+def test_a_connection_broken_mid_answer_is_unreachable_too() -> None:
+    """A stand-in server that accepts, reads the request, promises a body and closes the connection
+    halfway (what a reset during an answer looks like): ``KubeUnreachable``, not urllib3's
+    ``ProtocolError``, which escaped the handlers as a traceback in the resets scenario."""
+    import socket
+    import threading
+
+    import pytest
+    from kubernetes import client
+
+    from llmaz.operator.kube import Kube, KubeUnreachable
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def answer_half() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
+
+    thread = threading.Thread(target=answer_half, daemon=True)
+    thread.start()
+    cfg = client.Configuration()
+    cfg.host = f"http://127.0.0.1:{port}"
+    cfg.retries = 0
+    try:
+        with pytest.raises(KubeUnreachable, match="PATCH /api/v1/namespaces/n/services/s"):
+            Kube(client.ApiClient(cfg)).apply(
+                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"}}
+            )
+    finally:
+        thread.join(timeout=10)
+        server.close()

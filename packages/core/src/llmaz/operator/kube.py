@@ -171,9 +171,11 @@ class Kube:
             response = self.api.rest_client.request(  # type: ignore[no-untyped-call]
                 m, url, headers=hdrs, body=body, _request_timeout=30
             )
+            # the body is read here too: a connection broken mid-answer (ProtocolError) is as
+            # transient as a refused one, and escaped as a handler traceback (issue 16, resets)
+            data = response.read() if hasattr(response, "read") else response.data
         except urllib3.exceptions.HTTPError as err:
             raise KubeUnreachable(f"{method} {path}: {err}") from err
-        data = response.read() if hasattr(response, "read") else response.data
         text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
         if method != "GET" and self._on_write is not None:
             self._on_write(method, resource)
