@@ -77,6 +77,9 @@ def run(  # noqa: PLR0917
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
+    from llmaz.operator.logs import install as quiet_retries
+
+    quiet_retries()
     raise typer.Exit(run_operator(cfg, kubeconfig))
 
 

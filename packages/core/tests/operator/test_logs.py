@@ -1,0 +1,42 @@
+"""The retry-noise filter: what an operator log keeps of a failing request (issue 16)."""
+
+from __future__ import annotations
+
+import logging
+
+from llmaz.operator.logs import RetryNoise, install
+
+WATCH = "GET https://127.0.0.1:6443/apis/inference.llmaz.io/v1alpha1/playgrounds?watch=true"
+
+
+def record(name: str, level: int, message: str) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, message, None, None)
+
+
+def test_kopf_retries_are_one_line_per_failing_request_plus_the_escalation() -> None:
+    keep = RetryNoise().filter
+    first = f"Request attempt #1/9 failed; will retry: {WATCH} -> ServerDisconnectedError()"
+    assert keep(record("kopf._cogs.clients.watching", logging.ERROR, first))
+    for n in range(2, 9):
+        again = f"Request attempt #{n}/9 failed; will retry: {WATCH} -> ServerDisconnectedError()"
+        assert not keep(record("kopf._cogs.clients.watching", logging.ERROR, again))
+    last = f"Request attempt #9/9 failed; escalating: {WATCH} -> ServerDisconnectedError()"
+    assert keep(record("kopf._cogs.clients.watching", logging.ERROR, last))
+
+
+def test_urllib3_retry_warnings_go_and_everything_else_stays() -> None:
+    keep = RetryNoise().filter
+    retry = "Retrying (Retry(total=2, connect=None)) after connection broken by 'RemoteDisconnected()'"
+    assert not keep(record("urllib3.connectionpool", logging.WARNING, retry))
+    assert keep(record("urllib3.connectionpool", logging.WARNING, "Connection pool is full"))
+    ours = "reconcile of Playground ns/a failed (retry in 1s): PATCH ...: Connection refused"
+    assert keep(record("llmaz.operator", logging.WARNING, ours))
+    assert keep(record("kopf.objects", logging.ERROR, "Handler 'x' failed with an exception."))
+
+
+def test_install_filters_every_root_handler() -> None:
+    root = logging.Logger("test-root")
+    handler = logging.StreamHandler()
+    root.addHandler(handler)
+    install(root)
+    assert any(isinstance(f, RetryNoise) for f in handler.filters)
