@@ -29,6 +29,7 @@ import json
 import math
 import os
 import platform
+import re
 import shutil
 import signal
 import statistics
@@ -121,6 +122,8 @@ class Seen:
     exists: dict[str, float] = field(default_factory=dict)
     ready: dict[str, float] = field(default_factory=dict)
     uid: dict[str, str] = field(default_factory=dict)
+    states: dict[str, list[str]] = field(default_factory=dict)
+    """Each distinct status an object showed, in order (see :func:`status_summary`)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -134,6 +137,18 @@ def condition_true(obj: dict[str, Any], type_: str) -> bool:
 def lws_ready(obj: dict[str, Any]) -> bool:
     want = (obj.get("spec") or {}).get("replicas", 1)
     return condition_true(obj, "Available") and (obj.get("status") or {}).get("readyReplicas", 0) >= want
+
+
+def status_summary(obj: dict[str, Any]) -> str:
+    """``reason[:message shape][+selector]`` of an object's ``Available`` condition; pod names and
+    counts are masked, so the sequences of many objects can be counted together."""
+    status = obj.get("status") or {}
+    cond = next((c for c in status.get("conditions") or [] if c.get("type") == "Available"), None)
+    if cond is None:
+        return "-"
+    shape = re.sub(r"[0-9a-z-]*pg-[0-9a-z-]+", "<pod>", str(cond.get("message", "")))
+    shape = re.sub(r"\d+", "N", shape)[:60]
+    return f"{cond.get('reason')}[{shape}]" + ("+sel" if status.get("selector") else "")
 
 
 class Watch(threading.Thread):
@@ -188,6 +203,10 @@ class Watch(threading.Thread):
                 s.ready.pop(name, None)
             if name not in s.ready and self.is_ready(obj):
                 s.ready[name] = now
+            states = s.states.setdefault(name, [])
+            summary = status_summary(obj)
+            if not states or states[-1] != summary:
+                states.append(summary)
 
 
 @dataclass
@@ -525,6 +544,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 "create_s": round(t_created - t0, 2),
                 "create_retries": retries,
                 "children_s": round(t_children - t0, 2),
+                "isvc_s": round((w.all_of(w.isvc.exists, names) or t0) - t0, 2),
                 "lws_ready_s": round(t_lws - t0, 2),
                 "available_s": round(t_avail - t0, 2),
             }
@@ -583,6 +603,10 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 "idle_writes_by_kind": dict(Counter(idle_writes)),
                 "idle_reads": len(idle_reads),
             }
+            result["status_sequences"] = {
+                kind: dict(Counter(" > ".join(seen.states.get(x, [])) for x in names).most_common(6))
+                for kind, seen in (("Playground", w.pl), ("Service", w.isvc))
+            }
             # ---- bulk phase: the same children, written by a plain client
             children = [
                 *list_items(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{OP_NS}/services"),
@@ -608,6 +632,8 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
                 "lws_ready_s": round(bt_lws - bt0, 2),
             }
             print(f"  bulk: {result['bulk']}", flush=True)
+            print(f"  requests per Playground: {result['api']['requests_per_playground']}", flush=True)
+            print(f"  status sequences: {json.dumps(result['status_sequences'], indent=1)}", flush=True)
         finally:
             for watch in watches.values():
                 watch.stop()
@@ -636,6 +662,7 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("create N Playgrounds (s)", lambda r: r["operator"]["create_s"]),
+        ("inference Services exist: operator (s)", lambda r: r["operator"].get("isvc_s")),
         ("children exist: operator (s)", lambda r: r["operator"]["children_s"]),
         ("children exist: bulk client (s)", lambda r: r["bulk"]["children_s"]),
         ("  ratio (target <= 1.2)", lambda r: r["ratios"]["children_vs_bulk"]),

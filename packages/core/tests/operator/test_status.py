@@ -12,10 +12,13 @@ from llmaz.operator.status import (
     error_reason,
     integrations_condition,
     managed_by_condition,
+    opening_event_wanted,
+    progress_only,
     status_changed,
     with_condition,
 )
 from llmaz.render import ModelNotFound, UnknownTemplateVariable
+from llmaz.render.objects import leader_selector
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 T1 = T0 + timedelta(minutes=5)
@@ -177,3 +180,52 @@ def test_with_condition_replaces_or_removes_one_type_and_differs_ignores_time() 
     removed = {"conditions": with_condition(added, None, "IntegrationsReady")}
     assert removed == {"conditions": status["conditions"]}
     assert not condition_differs(removed, None, "IntegrationsReady")
+
+
+def _status(reason: str, message: str, *, generation: int = 1, ready: int = 0, failing: bool = False) -> dict:
+    return compute_status(
+        "Playground",
+        Observation(generation=generation, ready=ready, workload=(reason, message), failing=failing),
+        None,
+        T0,
+    )
+
+
+def test_rollout_progress_may_wait_but_availability_failures_and_spec_changes_may_not() -> None:
+    waiting = _status("Pending", "0/1 replicas ready; waiting for pods to be created")
+    pod_pending = _status("Pending", "pod pg-0-0 is Pending; 0/1 replicas ready")
+    loading = _status("Loading", "model-loader downloading; 0/1 replicas ready")
+    # superseded within a moment by the next state: not worth a write of its own
+    assert progress_only(waiting, pod_pending)
+    assert progress_only(pod_pending, loading)
+    # the first status, becoming available, losing it, a failure, a new generation: written at once
+    assert not progress_only(None, waiting)
+    assert not progress_only(loading, _status("Available", "1/1 replicas ready", ready=1))
+    assert not progress_only(_status("Available", "1/1 replicas ready", ready=1), waiting)
+    assert not progress_only(loading, _status("CrashLoopBackOff", "engine exits", failing=True))
+    assert not progress_only(_status("ImagePullBackOff", "no such image", failing=True), loading)
+    assert not progress_only(waiting, _status("Pending", "0/2 replicas ready", generation=2))
+    blocked = compute_status(
+        "Playground", Observation(generation=1, blocked=("ModelNotFound", "x")), None, T0
+    )
+    assert not progress_only(waiting, blocked)
+
+
+def test_no_event_for_the_first_pending_but_for_every_other_first_reason() -> None:
+    waiting = _status("Pending", "0/1 replicas ready; waiting for pods to be created")
+    assert not opening_event_wanted(None, waiting, warning=False)
+    assert opening_event_wanted(None, waiting, warning=True)  # e.g. a kubelet message worth a look
+    blocked = compute_status(
+        "Playground", Observation(generation=1, blocked=("ModelNotFound", "x")), None, T0
+    )
+    assert opening_event_wanted(None, blocked, warning=True)
+    assert opening_event_wanted(None, _status("Available", "1/1 replicas ready", ready=1), warning=False)
+    # a later change of the reason always has its Event
+    assert opening_event_wanted(waiting, _status("Loading", "downloading"), warning=False)
+
+
+def test_leader_selector_is_what_the_lws_controller_reports() -> None:
+    # LWS v0.9 writes labels.SelectorFromSet({name, worker-index: "0"}).String(): keys sorted
+    assert leader_selector("chat") == (
+        "leaderworkerset.sigs.k8s.io/name=chat,leaderworkerset.sigs.k8s.io/worker-index=0"
+    )

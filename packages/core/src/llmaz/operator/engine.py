@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,6 +26,7 @@ from llmaz.operator.kube import KubeError, ObjectKey
 from llmaz.operator.runtime import (
     Indexes,
     Runtime,
+    Settling,
     Snapshot,
     controller_uid,
     resource_version,
@@ -37,12 +38,15 @@ from llmaz.operator.status import (
     compute_status,
     error_reason,
     format_time,
+    opening_event_wanted,
+    progress_only,
     status_changed,
 )
 from llmaz.plugins.backend import Backend
 from llmaz.render import RenderError, parse_document, plan
 from llmaz.render.diagnosis import Reason, diagnose
 from llmaz.render.fallback import FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE, Action
+from llmaz.render.objects import leader_selector
 from llmaz.render.plan import Plan
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
@@ -52,6 +56,11 @@ EVENT_SOURCE = "llmaz-operator"
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 RECHECK_MARGIN = 0.5
 """Seconds added to a fallback recheck, so the deadline has passed when it runs."""
+SETTLE_SECONDS = 10.0
+"""How long a progress-only status change (:func:`llmaz.operator.status.progress_only`) waits before
+it is written; a newer state seen meanwhile replaces it (issue 15: a pod ``Pending`` for a few
+seconds before it is Ready cost every Playground and inference Service one more status write; under
+load a pod stayed ``Pending`` longer than 3 s, so the window is 10 s)."""
 _DIAGNOSIS_REASONS = frozenset(str(r) for r in Reason)
 
 
@@ -59,14 +68,26 @@ def _digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def _parse_all(kind: type[OpenModel] | type[BackendRuntime], snaps: list[Snapshot]) -> dict[str, Any]:
+def _parse_all(
+    rt: Runtime, kind: type[OpenModel] | type[BackendRuntime], snaps: list[Snapshot]
+) -> dict[str, Any]:
+    """Every valid object of ``snaps`` by name. Parsed once per resourceVersion: every reconcile
+    needs all models, and validating them again each time was 4-6 % of the operator's CPU at
+    N = 100 (issue 15's profile)."""
     out: dict[str, Any] = {}
     for snap in snaps:
-        try:
-            obj = kind.model_validate({k: v for k, v in snap.items() if k != "status"})
-        except ValidationError:
-            continue  # an invalid object cannot be used; it is reported as not found
-        out[obj.name] = obj
+        key = (uid_of(snap), resource_version(snap))
+        cached = rt.parsed.get(key[0])
+        if cached is not None and cached[0] == key[1]:
+            obj = cached[1]
+        else:
+            try:
+                obj = kind.model_validate({k: v for k, v in snap.items() if k != "status"})
+            except ValidationError:
+                obj = None  # an invalid object cannot be used; it is reported as not found
+            rt.parsed[key[0]] = (key[1], obj)
+        if obj is not None:
+            out[obj.name] = obj
     return out
 
 
@@ -87,6 +108,7 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
     ref = owner_reference(owner)
     live_by_key = {ObjectKey.of(o): o for o in live}
     wanted: set[ObjectKey] = set()
+    todo: list[tuple[ObjectKey, str, dict[str, Any]]] = []
     for obj in result.objects:
         desired = dict(obj)
         meta = dict(desired.get("metadata") or {})
@@ -103,9 +125,16 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
             continue  # our own write, not yet seen by the watch
         if current is not None and controller_uid(current) not in (None, ref["uid"]):
             raise KubeError("APPLY", f"{key.kind}/{key.name}", 409, "controlled by another object")
-        answer = await asyncio.to_thread(rt.kube.apply, desired)
+        todo.append((key, digest, desired))
+
+    async def apply(key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
+        answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, rt.kube.apply, desired)
         rt.applied[key] = (digest, resource_version(answer))
-        log.info("applied %s %s/%s for %s %s", key.kind, key.namespace, key.name, owner["kind"], meta["name"])
+        log.info("applied %s %s/%s for %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
+
+    # the children are independent objects: one round trip for all of them (an LWS and its -lb
+    # Service), not one after the other (issue 15)
+    await asyncio.gather(*(apply(*item) for item in todo))
     prunable = set(result.prune_kinds)
     for obj in live:
         key = ObjectKey.of(obj)
@@ -174,37 +203,69 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
 
 
 async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
-    """Patch ``status`` when it changes; post one Event when the Available reason changes."""
+    """Patch ``status`` when it changes; post one Event when the Available reason changes (not for
+    the first ``Pending``, which only says the rollout started). A change that is only progress of
+    the rollout is written once it has held for :data:`SETTLE_SECONDS`, unless a newer state
+    supersedes it first."""
     current = owner.get("status")
     desired = compute_status(owner["kind"], seen, current, rt.clock())
     desired.setdefault("selector", None)
     desired.setdefault("flavor", None)
+    if status_changed(current, desired) and progress_only(current, desired) and _settling(rt, owner):
+        return
+    _settled(rt, uid_of(owner))
     if not await patch_status_once(rt, owner, desired):
         return
     meta = owner["metadata"]
     before, after = _available_condition(current), _available_condition(desired)
-    if after is not None and before != after:
+    warning = seen.blocked is not None or seen.failing
+    if after is not None and before != after and opening_event_wanted(current, desired, warning=warning):
         message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
-        warning = seen.blocked is not None or seen.failing
         try:
             await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
         except KubeError as err:  # an Event is best effort
             log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
 
 
-def _models(idx: Indexes) -> dict[str, OpenModel]:
-    return _parse_all(OpenModel, idx.models())
+def _settling(rt: Runtime, owner: Snapshot) -> bool:
+    """Whether a progress-only change of ``owner``'s status should wait: True until it has been
+    held for :data:`SETTLE_SECONDS` (then a reconcile comes back to write it)."""
+    uid = uid_of(owner)
+    held = rt.settling.get(uid)
+    if held is not None:
+        return not held.due
+    meta = owner["metadata"]
+    kind, ns, name = str(owner.get("kind")), meta.get("namespace") or "", meta["name"]
+
+    def due() -> None:
+        entry = rt.settling.get(uid)
+        if entry is not None:
+            entry.due = True
+            rt.spawn(reconcile_named(rt, kind, ns, name))
+
+    rt.settling[uid] = Settling(asyncio.get_running_loop().call_later(SETTLE_SECONDS, due))
+    return True
 
 
-def _blocked_by_parse(snap: Snapshot) -> tuple[str, str] | None:
-    """Schema problems of a watched object. Not its CEL rules: the API server enforced those when
-    the object was written (they are in the CRD), and evaluating them again with the pure-Python CEL
-    interpreter cost ~0.5 s of CPU per reconcile on the event loop (issue 15's profile)."""
+def _settled(rt: Runtime, uid: str) -> None:
+    held = rt.settling.pop(uid, None)
+    if held is not None:
+        held.handle.cancel()
+
+
+def _models(rt: Runtime, idx: Indexes) -> dict[str, OpenModel]:
+    return _parse_all(rt, OpenModel, idx.models())
+
+
+def _parse(snap: Snapshot) -> tuple[Any, tuple[str, str] | None]:
+    """The typed object of a watched Playground or Service, or ``(None, (reason, message))`` for its
+    schema problems. Not its CEL rules: the API server enforced those when the object was written
+    (they are in the CRD), and evaluating them again with the pure-Python CEL interpreter cost
+    ~0.5 s of CPU per reconcile on the event loop (issue 15's profile)."""
     try:
-        parse_document({k: v for k, v in snap.items() if k != "status"}, check_rules=False)
+        return parse_document({k: v for k, v in snap.items() if k != "status"}, check_rules=False), None
     except RenderError as err:
-        return error_reason(err), str(err)
-    return None
+        return None, (error_reason(err), str(err))
 
 
 async def post_event(rt: Runtime, owner: Snapshot, reason: str, message: str, *, warning: bool) -> None:
@@ -223,15 +284,16 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
     meta = snap["metadata"]
     uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
     now = rt.clock()
-    blocked = _blocked_by_parse(snap)
+    pg, blocked = _parse(snap)
     live = idx.owned(uid)
     pods = idx.pods(ns, name)
     desired = _desired_replicas(snap)
     choice: FlavorChoice | None = None
     flavor: str | None = None
+    children: Coroutine[Any, Any, None] | None = None
     if blocked is None:
-        pg = Playground.model_validate({k: v for k, v in snap.items() if k != "status"})
-        models = _models(idx)
+        assert isinstance(pg, Playground)
+        models = _models(rt, idx)
         try:
             choice = choose_flavor(
                 rt.config,
@@ -245,7 +307,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
             result = plan(
                 pg,
                 models,
-                _parse_all(BackendRuntime, idx.runtimes()),
+                _parse_all(rt, BackendRuntime, idx.runtimes()),
                 rt.plugins,
                 plugin_runtimes=False,
                 flavor=choice.render_flavor if choice is not None else None,
@@ -262,9 +324,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
                     "delete or rename it",
                 )
             else:
-                await apply_children(rt, snap, result, live)
-                if choice is not None and choice.moved:
-                    await post_event(rt, snap, FLAVOR_FALLBACK, choice.decision.message, warning=False)
+                children = _apply_and_announce(rt, snap, result, live, choice)
     child = next(
         (
             o
@@ -278,8 +338,11 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
     workload: tuple[str, str] = (str(found.reason), found.message)
     failing = found.failing
     child_blocked = _condition_of(child_status)
+    selector = child_status.get("selector")
     if child_blocked is not None and child_blocked[0] not in _DIAGNOSIS_REASONS:
         workload, failing = child_blocked, True  # the Service cannot render: show why
+    elif selector is None and blocked is None:
+        selector = leader_selector(name)  # the Service's LWS is named after it, and it after us
     if choice is not None and choice.decision.action is Action.EXHAUSTED and not found.available:
         workload, failing = (NO_FLAVOR_SCHEDULABLE, choice.decision.message), True
     seen = Observation(
@@ -288,13 +351,37 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
         desired=desired,
         ready=found.ready_replicas,
         available=found.available,
-        selector=child_status.get("selector"),
+        selector=selector,
         workload=workload,
         failing=failing,
         flavor=choice.status if choice is not None else None,
     )
-    await write_status(rt, snap, seen)
+    await _children_and_status(rt, snap, children, seen)
     _schedule_recheck(rt, snap, choice.decision.recheck_after if choice is not None else None)
+
+
+async def _apply_and_announce(
+    rt: Runtime, snap: Snapshot, result: Plan, live: list[Snapshot], choice: FlavorChoice | None
+) -> None:
+    await apply_children(rt, snap, result, live)
+    if choice is not None and choice.moved:
+        await post_event(rt, snap, FLAVOR_FALLBACK, choice.decision.message, warning=False)
+
+
+async def _children_and_status(
+    rt: Runtime, snap: Snapshot, children: Coroutine[Any, Any, None] | None, seen: Observation
+) -> None:
+    """Apply the children and write the status at the same time. The status is computed from what
+    was observed before the apply either way; one round trip instead of two per reconcile, so a
+    hop of the chain Playground -> Service -> LWS no longer waits for a status write before the
+    next object gets the worker (issue 15: at N = 100 two thirds of the time until every child
+    existed went to the first hop). Both finish before a failure of either is raised (and retried)."""
+    if children is None:
+        await write_status(rt, snap, seen)
+        return
+    for outcome in await asyncio.gather(children, write_status(rt, snap, seen), return_exceptions=True):
+        if isinstance(outcome, BaseException):
+            raise outcome
 
 
 def _condition_of(status: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -321,16 +408,17 @@ def _service_backend(rt: Runtime, idx: Indexes, snap: Snapshot) -> Backend | Non
 async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     meta = snap["metadata"]
     uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
-    blocked = _blocked_by_parse(snap)
+    svc, blocked = _parse(snap)
     live = idx.owned(uid)
     desired = _desired_replicas(snap)
     flavor: str | None = None
+    children: Coroutine[Any, Any, None] | None = None
     if blocked is None:
-        svc = Service.model_validate({k: v for k, v in snap.items() if k != "status"})
+        assert isinstance(svc, Service)
         try:
             result = plan(
                 svc,
-                _models(idx),
+                _models(rt, idx),
                 model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
                 model_cache=rt.config.model_loader.shared_cache,
                 backend=_service_backend(rt, idx, snap),
@@ -340,11 +428,14 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
             blocked = (error_reason(err), str(err))
         else:
             flavor = result.flavor
-            await apply_children(rt, snap, result, live)
+            children = apply_children(rt, snap, result, live)
     lws = next(
         (o for o in live if o.get("kind") == "LeaderWorkerSet" and o["metadata"]["name"] == name), None
     )
     lws_status = (lws or {}).get("status") or {}
+    selector = lws_status.get("hpaPodSelector")
+    if selector is None and blocked is None:
+        selector = leader_selector(name)  # what the LWS controller will report; no second write
     found = diagnose(idx.pods(ns, name), desired_replicas=desired, flavor=flavor, now=rt.clock())
     seen = Observation(
         generation=int(meta.get("generation") or 0),
@@ -352,11 +443,11 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
         desired=desired,
         ready=found.ready_replicas,
         available=found.available,
-        selector=lws_status.get("hpaPodSelector"),
+        selector=selector,
         workload=(str(found.reason), found.message),
         failing=found.failing,
     )
-    await write_status(rt, snap, seen)
+    await _children_and_status(rt, snap, children, seen)
 
 
 RECONCILERS = {"Playground": reconcile_playground, "Service": reconcile_service}

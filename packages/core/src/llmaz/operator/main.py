@@ -48,9 +48,10 @@ def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
 
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics = Metrics()
-    # API calls run in threads: as many as objects reconciled at once, and as many HTTP connections
+    # API calls run in threads: as many as objects reconciled at once, the same again for child
+    # applies (below), and as many HTTP connections as threads
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
-    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=config.workers)
+    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=2 * config.workers)
     plugins = PluginManager.from_environment()
     for error in plugins.errors:
         log.error("plugin not loaded: %s", error)
@@ -60,6 +61,9 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         ", ".join(sorted(plugins.autoscalers)) or "none",
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
+    # child applies get threads of their own: at N = 100 Playgrounds they waited behind status
+    # writes and Events for the shared ones (issue 15)
+    rt.child_writes = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="llmaz-apply")
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)
     await health.start()

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
+import pickle
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -54,10 +55,28 @@ def owned_index_id(api_version: str, kind: str) -> str:
 
 
 def snapshot(body: Mapping[str, Any]) -> Snapshot:
-    """A deep, plain copy of a watched object (kopf bodies must not be kept)."""
-    return copy.deepcopy(
-        {k: body[k] for k in ("apiVersion", "kind", "metadata", "spec", "status") if k in body}
-    )
+    """A deep, plain copy of a watched object (kopf bodies must not be kept), without
+    ``metadata.managedFields``, which nothing reads and which is the largest part of an applied
+    object. Copied with pickle: the bodies are decoded JSON, and ``copy.deepcopy`` of every watched
+    object was ~13 % of the operator's CPU at N = 100 (issue 15's profile); pickle is ~4 x faster."""
+    meta = body.get("metadata")
+    plain = {k: body[k] for k in ("apiVersion", "kind", "spec", "status") if k in body}
+    if meta is not None:
+        plain["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    copied: Snapshot = pickle.loads(pickle.dumps(plain, pickle.HIGHEST_PROTOCOL))
+    return copied
+
+
+def latest_snapshot(indexed: Snapshot | None, body: Mapping[str, Any]) -> Snapshot:
+    """The index's copy of ``body`` when it is that object at the same or a newer version (kopf
+    indexes an event before it calls the handlers), else a new copy: one copy per event, not two."""
+    if (
+        indexed is not None
+        and uid_of(indexed) == uid_of(body)
+        and resource_version(indexed) >= resource_version(body)
+    ):
+        return indexed
+    return snapshot(body)
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -146,6 +165,14 @@ class Indexes:
         return out
 
 
+@dataclass
+class Settling:
+    """A status change held back until ``handle`` fires (then ``due``) and reconciles the owner."""
+
+    handle: asyncio.TimerHandle
+    due: bool = False
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -169,11 +196,21 @@ class Runtime:
     retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     """Owner uid -> a reconcile scheduled for when flavor fallback's decision may change."""
+    settling: dict[str, Settling] = field(default_factory=dict)
+    """Owner uid -> a progress-only status change waiting to be written
+    (:func:`llmaz.operator.engine.write_status`)."""
     failures: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """Owner uid -> the ``("model"|"backend", name)`` it referenced when last seen."""
-    usage_pending: set[tuple[str, str]] = field(default_factory=set)
+    child_writes: Executor | None = None
+    """Threads for child applies only, so that status writes and Events queued on the default
+    executor never delay the creation of children (``None``: the default executor)."""
+    parsed: dict[str, tuple[int, Any]] = field(default_factory=dict)
+    """OpenModel/BackendRuntime uid -> (resourceVersion, the typed object or ``None`` if invalid)."""
+    usage_pending: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
+    (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
     semaphore: asyncio.Semaphore | None = None
 
@@ -193,6 +230,9 @@ class Runtime:
             handle = timers.pop(uid, None)
             if handle is not None:
                 handle.cancel()
+        settling = self.settling.pop(uid, None)
+        if settling is not None:
+            settling.handle.cancel()
 
     def slots(self) -> asyncio.Semaphore:
         """Admits ``config.workers`` reconciles at once (every reconcile, whatever started it)."""

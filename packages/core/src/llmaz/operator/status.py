@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_INTEGRATIONS_READY, CONDITION_PROGRESSING
-from llmaz.render.diagnosis import Reason
+from llmaz.render.diagnosis import FAILURES, Reason
 from llmaz.render.errors import RenderError
 
 __all__ = [
@@ -45,6 +45,8 @@ __all__ = [
     "in_use_condition",
     "integrations_condition",
     "managed_by_condition",
+    "opening_event_wanted",
+    "progress_only",
     "status_changed",
     "transitions",
     "with_condition",
@@ -193,6 +195,48 @@ def _comparable(status: Mapping[str, Any] | None) -> Any:
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
     """Whether writing ``desired`` would change anything a user can see."""
     return bool(_comparable(current) != _comparable(desired))
+
+
+WAITING_REASONS = frozenset(str(r) for r in Reason if r not in FAILURES and r is not Reason.AVAILABLE)
+"""``Available=False`` reasons of a rollout that resolve by waiting (``Pending``, ``Loading``,
+``Starting``): nothing for a user to do."""
+
+
+def _available(status: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    for cond in (status or {}).get("conditions") or []:
+        if isinstance(cond, Mapping) and cond.get("type") == CONDITION_AVAILABLE:
+            return cond
+    return None
+
+
+def progress_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether going from ``current`` to ``desired`` is only progress of a rollout: ``Available`` is
+    ``False`` with a waiting reason (``Pending``, ``Loading``, ``Starting``) before and after, for the
+    same generation. Such a change may wait a moment before it is written, and is not written at all
+    when the next state supersedes it first (a pod that is ``Pending`` for a second before it is
+    Ready); becoming available, losing availability, a failure, a blocked render, a spec change and
+    the first status are never held back."""
+    before, after = _available(current), _available(desired)
+    if before is None or after is None:
+        return False
+    return (
+        before.get("status") == "False"
+        and after.get("status") == "False"
+        and before.get("reason") in WAITING_REASONS
+        and after.get("reason") in WAITING_REASONS
+        and before.get("observedGeneration") == after.get("observedGeneration")
+    )
+
+
+def opening_event_wanted(
+    current: Mapping[str, Any] | None, desired: Mapping[str, Any], *, warning: bool
+) -> bool:
+    """Whether the first ``Available`` condition an object gets deserves an Event: not when it only
+    says the rollout has started (``Pending``, not a warning); every later change of the reason does."""
+    if _available(current) is not None or warning:
+        return True
+    after = _available(desired)
+    return after is None or after.get("status") == "True" or after.get("reason") != REASON_PENDING
 
 
 def transitions(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> list[tuple[str, str, str]]:

@@ -19,6 +19,14 @@ LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
 LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
 
 
+def leader_selector(lws_name: str) -> str:
+    """The label selector of a LeaderWorkerSet's leader pods, exactly as the LWS controller writes it
+    to ``status.hpaPodSelector`` (keys sorted). The operator reports it in ``status.selector`` (the
+    scale subresource) from its first status write instead of writing the status again once the LWS
+    controller got to it (issue 15)."""
+    return f"{LWS_NAME_LABEL}={lws_name},{LWS_WORKER_INDEX_LABEL}=0"
+
+
 @dataclass(frozen=True)
 class Rendered:
     """The desired children of one object.

@@ -12,7 +12,7 @@ import kopf
 from llmaz.api import BackendRuntime, OpenModel
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile_many
-from llmaz.operator.runtime import Indexes, Runtime, snapshot
+from llmaz.operator.runtime import Indexes, Runtime, snapshot, uid_of
 
 MEMO_KEY = "llmaz"
 
@@ -67,7 +67,7 @@ def register_referenced_kind(
 ) -> None:
     """Handlers of a kind that Playgrounds and Services reference by name (OpenModel, BackendRuntime).
 
-    Indexed by name under ``index_id``; every event refreshes its ``InUse`` status; a change of what
+    Indexed by name under ``index_id``; every event queues a refresh of its ``InUse`` status; a change of what
     dependents render from reconciles each Playground and Service referencing it (``ref`` is the
     reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``).
     """
@@ -84,7 +84,9 @@ def register_referenced_kind(
         rt = runtime(memo, kw)
         change = event_type(event)
         if change != "DELETED":
-            await usage.refresh_or_retry(rt, ref, name)
+            usage.mark(rt, [(ref, name)])  # rate-limited: our own status writes come back here
+        else:
+            rt.parsed.pop(uid_of(body), None)
         if not inputs.changed(event, body) or change is None:
             return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None

@@ -11,7 +11,13 @@ from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_PLAYGROUND_REFS, IDX_PLAYGROUNDS, snapshot, uid_of
+from llmaz.operator.runtime import (
+    IDX_PLAYGROUND_REFS,
+    IDX_PLAYGROUNDS,
+    latest_snapshot,
+    snapshot,
+    uid_of,
+)
 
 GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
 
@@ -51,4 +57,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
             rt.forget(uid)
             return
         assert rt.indexes is not None
-        await reconcile(rt, rt.indexes, snapshot(body))
+        indexed = rt.indexes.playground(body.metadata.namespace or "", body.metadata.name or "")
+        await reconcile(rt, rt.indexes, latest_snapshot(indexed, body))

@@ -11,7 +11,7 @@ from llmaz.api import Service
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile, reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, snapshot, uid_of
+from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, latest_snapshot, snapshot, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
@@ -40,7 +40,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
             rt.forget(uid)
         else:
             assert rt.indexes is not None
-            await reconcile(rt, rt.indexes, snapshot(body))
+            indexed = rt.indexes.service(body.metadata.namespace or "", body.metadata.name or "")
+            await reconcile(rt, rt.indexes, latest_snapshot(indexed, body))
         if kind is not None:
             for ref in body.get("metadata", {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
