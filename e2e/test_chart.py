@@ -169,18 +169,28 @@ def test_webhook_uses_a_certificate_for_its_service_signed_by_the_bundle(
 
 def test_release_service_account_has_the_chart_rbac(apiserver: ControlPlane, installed: str) -> None:
     kubeconfig = release_kubeconfig(apiserver, NAMESPACE, RELEASE)
-    for verb, resource, allowed in (
-        ("list", "playgrounds.inference.llmaz.io", "yes"),
-        ("patch", "playgrounds.inference.llmaz.io/status", "yes"),
-        ("create", "horizontalpodautoscalers.autoscaling", "yes"),
-        ("delete", "services", "yes"),
-        ("get", "secrets", "no"),
-        ("update", "playgrounds.inference.llmaz.io/status", "no"),
+    for verb, resource, subresource, allowed in (
+        ("list", "playgrounds.inference.llmaz.io", "", "yes"),
+        ("patch", "playgrounds.inference.llmaz.io", "status", "yes"),
+        ("update", "playgrounds.inference.llmaz.io", "status", "no"),
+        ("patch", "playgrounds.inference.llmaz.io", "", "no"),  # users own their Playgrounds
+        ("delete", "playgrounds.inference.llmaz.io", "", "no"),
+        ("create", "horizontalpodautoscalers.autoscaling", "", "yes"),
+        ("delete", "services", "", "yes"),
+        ("get", "services", "", "no"),  # reads go through list + watch
+        ("get", "secrets", "", "no"),
     ):
         res = apiserver.kubectl(
-            "auth", "can-i", verb, resource, "-A", f"--kubeconfig={kubeconfig}", check=False
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            *([f"--subresource={subresource}"] if subresource else []),
+            "-A",
+            f"--kubeconfig={kubeconfig}",
+            check=False,
         )
-        assert res.stdout.strip() == allowed, (verb, resource, res.stdout, res.stderr)
+        assert res.stdout.strip() == allowed, (verb, resource, subresource, res.stdout, res.stderr)
 
 
 def test_audit_summary_sees_what_the_release_service_account_did(
@@ -196,7 +206,7 @@ def test_audit_summary_sees_what_the_release_service_account_did(
     assert ("inference.llmaz.io", "playgrounds", "list") in summary.used
     unused = summary.unused_grants(RULES)
     assert ("inference.llmaz.io", "playgrounds", "list") not in unused
-    assert ("inference.llmaz.io", "playgrounds", "delete") in unused
+    assert ("leaderworkerset.x-k8s.io", "leaderworkersets", "delete") in unused
 
 
 def test_upgrade_applies_a_crd_schema_change_and_keeps_the_certificate(
