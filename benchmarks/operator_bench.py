@@ -326,28 +326,8 @@ class ProcStats(threading.Thread):
 
 def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
     """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES."""
-    kubeconfig = cp.service_account_kubeconfig(SA_NS, SA, duration="6h")
-    cp.apply(
-        [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": "llmaz-operator-bench"},
-                "rules": [r.to_dict() for r in RULES],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": "llmaz-operator-bench"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "llmaz-operator-bench",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": SA, "namespace": SA_NS}],
-            },
-        ]
-    )
+    rules = [r.to_dict() for r in RULES]
+    kubeconfig = cp.account_bound_to(SA_NS, SA, "llmaz-operator-bench", rules, duration="6h")
     cfg = workdir / "operator.yaml"
     cfg.write_text(yaml.safe_dump({"namespaces": [OP_NS]}))
     log = workdir / "operator.log"

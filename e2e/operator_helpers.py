@@ -226,29 +226,7 @@ def install_crds(control_plane: ControlPlane) -> None:
 
 def bind_operator_account(cp: ControlPlane, name: str) -> Path:
     """A ServiceAccount bound to a ClusterRole made of exactly ``RULES``; its kubeconfig."""
-    kubeconfig = cp.service_account_kubeconfig(SA_NAMESPACE, name)
-    cp.apply(
-        [
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRole",
-                "metadata": {"name": "llmaz-operator-e2e"},
-                "rules": [r.to_dict() for r in RULES],
-            },
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "ClusterRoleBinding",
-                "metadata": {"name": f"{name}-e2e"},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "llmaz-operator-e2e",
-                },
-                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": SA_NAMESPACE}],
-            },
-        ]
-    )
-    return kubeconfig
+    return cp.account_bound_to(SA_NAMESPACE, name, "llmaz-operator-e2e", [r.to_dict() for r in RULES])
 
 
 WEBHOOK_CONFIG_NAME = "llmaz-operator-e2e"

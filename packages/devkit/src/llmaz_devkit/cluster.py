@@ -1148,6 +1148,34 @@ class ControlPlane:
         self._write_kubeconfig(out, f"{namespace}-{name}", {"token": token})
         return out
 
+    def account_bound_to(
+        self, namespace: str, name: str, role: str, rules: list[dict[str, Any]], *, duration: str = "2h"
+    ) -> Path:
+        """A ServiceAccount bound to a ClusterRole ``role`` made of exactly ``rules``; its kubeconfig.
+
+        How the e2e suite and the operator benchmark run the operator with the chart's permissions.
+        """
+        kubeconfig = self.service_account_kubeconfig(namespace, name, duration=duration)
+        binding_subject = {"kind": "ServiceAccount", "name": name, "namespace": namespace}
+        self.apply(
+            [
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRole",
+                    "metadata": {"name": role},
+                    "rules": rules,
+                },
+                {
+                    "apiVersion": "rbac.authorization.k8s.io/v1",
+                    "kind": "ClusterRoleBinding",
+                    "metadata": {"name": f"{name}-{role}"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                    "subjects": [binding_subject],
+                },
+            ]
+        )
+        return kubeconfig
+
 
 def processes_mentioning(text: str) -> list[str]:
     """Live processes (other than this one) whose command line contains ``text``, as
