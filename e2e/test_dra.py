@@ -3,17 +3,34 @@
 Stand-in: no DRA driver runs here. The test publishes what a driver would, a DeviceClass and one
 ResourceSlice per fake (KWOK) node listing its GPUs, and the real kube-scheduler allocates
 ResourceClaims made by the real controller-manager from llmaz's ResourceClaimTemplate. No container
-starts, so the engine's device-count wrapper is checked in unit tests (tests/render/test_dra.py).
+starts: where the engine's start matters, the test runs the pod's model-runner command locally with
+``echo`` for the engine and a fake ``nvidia-smi`` listing the allocated devices (stand-in for the
+container runtime and the driver's device injection).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from operator_helpers import (
+    LEASE,
+    SA_NAMESPACE,
+    Operator,
+    get,
+    install_crds,
+    model,
+    playground,
+    reason,
+    running_operator,
+    wait_until,
+)
 
 from llmaz.api import OpenModel, Playground, Service
 from llmaz.plugins.manager import PluginManager
@@ -61,7 +78,7 @@ def driver_objects() -> list[dict[str, Any]]:
             "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
         }
     ]
-    for pool, model, count in GPUS:
+    for pool, product, count in GPUS:
         for node in pool.node_names():
             objs.append(
                 {
@@ -73,7 +90,7 @@ def driver_objects() -> list[dict[str, Any]]:
                         "nodeName": node,
                         "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                         "devices": [
-                            {"name": f"gpu-{i}", "attributes": {"model": {"string": model}}}
+                            {"name": f"gpu-{i}", "attributes": {"model": {"string": product}}}
                             for i in range(count)
                         ],
                     },
@@ -232,3 +249,100 @@ def test_playground_lands_on_first_flavor_with_free_devices(
     d = diagnose(scheduled_pods(cp, namespace), desired_replicas=3, now=dt.datetime.now(dt.UTC))
     assert d.reason is Reason.UNSCHEDULABLE
     assert d.unschedulable_since is not None
+
+
+# ------------------------------------------------------------------ through the real operator
+
+
+@pytest.fixture(scope="module")
+def operator(dra_cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
+    """``llmaz operator run`` with the chart's rules; DRA mode comes from the flavors' params."""
+    install_crds(dra_cluster)
+    lease = {
+        "enabled": True,
+        "leaseName": f"{LEASE}-dra",
+        "leaseNamespace": SA_NAMESPACE,
+        "leaseDurationSeconds": 4,
+        "renewDeadlineSeconds": 3,
+        "retryPeriodSeconds": 1,
+    }
+    workdir = tmp_path_factory.mktemp("operator-dra")
+    with running_operator(dra_cluster, workdir, "llmaz-operator-dra", {"leaderElection": lease}) as op:
+        wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
+        yield op
+
+
+def allocated_devices(cp: ControlPlane) -> list[str]:
+    """``namespace/claim`` of every allocated ResourceClaim on the stand-in driver's devices."""
+    return [
+        f"{c['metadata']['namespace']}/{c['metadata']['name']}"
+        for c in cp.get_json("resourceclaims", "-A")["items"]
+        if any(
+            r.get("driver") == DRIVER
+            for r in (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+            or []
+        )
+    ]
+
+
+def run_engine_start(pod: dict[str, Any], gpus: int, tmp_path: Path) -> str:
+    """Stand-in for the container runtime and the DRA driver: run the pod's model-runner command
+    and args as the API server stored them, with ``echo`` in place of the engine binary and a fake
+    ``nvidia-smi`` listing the ``gpus`` devices the driver would expose. Its last output line."""
+    runner = next(c for c in pod["spec"]["containers"] if c["name"] == "model-runner")
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n" + "".join(f"echo 'GPU {i}: stand-in (UUID: GPU-{i})'\n" for i in range(gpus))
+    )
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    res = subprocess.run(
+        [*runner["command"], "echo", *runner["args"]], env=env, capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 0, res.stderr
+    return res.stdout.splitlines()[-1]
+
+
+@pytest.mark.skipif(any(Path("/dev").glob("nvidia[0-9]*")), reason="real GPUs present: count differs")
+def test_operator_playground_lands_on_first_free_flavor_first_try(
+    dra_cluster: ControlPlane,
+    operator: Operator,
+    namespace: str,
+    plugins: PluginManager,
+    tmp_path: Path,
+) -> None:
+    """Two Playgrounds of one model claiming ``[a100 (1 device), l4x2 (2 devices)]``, made by the
+    operator: the first gets the free A100, the second the two L4s, each on its first try (never
+    Unschedulable, no flavor move); each claim's allocation matches the node's flavor and the engine
+    starts with the parallelism of what was allocated."""
+    cp, log = dra_cluster, operator.log
+    wait_until(lambda: not allocated_devices(cp), "devices of earlier tests released", 90, log)
+    flag = (plugins.get_backend("vllm") or pytest.fail("no vllm plugin")).tensor_parallel_flag
+    assert flag
+    cp.apply([model("dra-op-qwen", FLAVORS)])
+    placed: dict[str, tuple[str, int]] = {}
+    for name, pool, flavor in (("first", A100_NODES, "a100"), ("second", L4_NODES, "l4x2")):
+        cp.apply([playground(name, namespace, "dra-op-qwen")])
+        wait_until(
+            lambda n=name: reason(cp, f"pl/{n}", namespace) == "Available", f"{name} Available", 90, log
+        )
+        (pod,) = cp.get_json("pods", "-n", namespace, "-l", f"leaderworkerset.sigs.k8s.io/name={name}")[
+            "items"
+        ]
+        assert pod["spec"]["nodeName"] in pool.node_names(), (name, pod["spec"]["nodeName"])
+        claim = claim_of(cp, namespace, pod)
+        assert allocated_flavor(claim) == flavor
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert {r["pool"] for r in results} == {pod["spec"]["nodeName"]}
+        placed[name] = (flavor, len(results))
+        # The engine's parallelism follows the allocation, whatever flavor the scheduler took.
+        line = run_engine_start(pod, len(results), tmp_path)
+        assert line.endswith(f"{flag} {len(results)}"), line
+        assert line.count(flag) == 1, line
+    assert placed == {"first": ("a100", 1), "second": ("l4x2", 2)}
+    for name in placed:
+        obj = get(cp, f"pl/{name}", namespace) or {}
+        assert "flavor" not in obj["status"]  # no operator fallback in DRA mode: nothing to record
+        items = cp.get_json("events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")
+        reasons = [e["reason"] for e in items["items"] if e["involvedObject"]["kind"] == "Playground"]
+        assert reasons == ["Available"], reasons
