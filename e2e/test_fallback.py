@@ -299,6 +299,11 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     names = ("ok", "pull", "errpull", "crash", "load", "loading", "starting")
     cp.apply([playground(n, namespace, "diag-cpu") for n in names])
     cp.apply([playground("unsched", namespace, "diag-nowhere")])
+    # Bad input is named, not crashed on: a fallback delay that is not a number of seconds.
+    cp.apply([model("fallback-qwen", [A100X8, L4])])
+    bad = playground("badann", namespace, "fallback-qwen")
+    bad["metadata"]["annotations"] = {ANNOTATION_FALLBACK_SECONDS: "soon"}
+    cp.apply([bad])
     for n in names:
         wait_until(lambda n=n: reason(cp, f"pl/{n}", namespace) == "Available", f"{n} Available", 90, log)
     wait_until(lambda: reason(cp, "pl/unsched", namespace) == "Unschedulable", "Unschedulable", 60, log)
@@ -355,6 +360,13 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
         "loading": ("Loading", [f"model-loader of pod {pod['loading']} is fetching the model"]),
         "starting": ("Starting", [f"model-runner of pod {pod['starting']} started, not ready yet"]),
         "unsched": ("Unschedulable", ["cannot be scheduled on flavor 'h200'", "nodes are available"]),
+        "badann": (
+            "InvalidSpec",
+            [
+                f"metadata.annotations[{ANNOTATION_FALLBACK_SECONDS}]",
+                "'soon' is not a whole number of seconds",
+            ],
+        ),
     }
     for n, (want, _) in expected.items():
         wait_until(lambda n=n, w=want: reason(cp, f"pl/{n}", namespace) == w, f"{n} {want}", 30, log)
@@ -363,7 +375,7 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
         message = condition(get(cp, f"pl/{n}", namespace), "Available")["message"]
         for text in texts:
             assert text in message, (n, message)
-        if want != "Available":
+        if want not in ("Available", "InvalidSpec"):
             assert message.endswith("0/1 replicas ready"), (n, message)
 
     # One Event per transition: Available once the pod was Ready, then the reason it fell to
@@ -373,9 +385,10 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
         n: [("Available", "Normal")]
         + ([] if n == "ok" else [(want, "Warning" if n in warnings else "Normal")])
         for n, (want, _) in expected.items()
-        if n != "unsched"
+        if n not in ("unsched", "badann")
     }
     events_wanted["unsched"] = [("Unschedulable", "Warning")]
+    events_wanted["badann"] = [("InvalidSpec", "Warning")]
     for n, wanted in events_wanted.items():
         wait_until(lambda n=n, w=wanted: history(cp, namespace, n) == w, f"Events of {n}: {wanted}", 30, log)
 
