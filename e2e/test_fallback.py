@@ -162,7 +162,13 @@ def test_operator_falls_back_reports_and_recovers(
     wait_until(lambda: reason(cp, "pl/fb-one", namespace) == "Available", "fb-one Available", 90, log)
     flavor = (get(cp, "pl/fb-one", namespace) or {})["status"]["flavor"]
     assert (flavor["selected"], flavor["tried"]) == ("l4", ["a100x8"])
-    assert serving_pod(cp, namespace, "fb-one")["spec"]["nodeName"] in POOLS["l4"].node_names()
+    moved = serving_pod(cp, namespace, "fb-one")
+    assert moved["spec"]["nodeName"] in POOLS["l4"].node_names()
+    # Re-rendered for the other flavor: one GPU, and no longer a tensor-parallel size of 8.
+    runner = next(c for c in moved["spec"]["containers"] if c["name"] == "model-runner")
+    assert runner["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    args = [*runner.get("command", []), *runner.get("args", [])]
+    assert "--tensor-parallel-size" not in args or args[args.index("--tensor-parallel-size") + 1] != "8", args
     moves = [e for e in events(cp, namespace, "fb-one") if e[0] == FLAVOR_FALLBACK]
     assert len(moves) == 1, events(cp, namespace, "fb-one")
     assert "'a100x8'" in moves[0][2]
@@ -401,6 +407,13 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     writes = [w for w in audit_writes(cp, operator.user, quiet_since) if f" {namespace}/" in w]
     assert writes == [], writes
     assert {n: history(cp, namespace, n) for n in events_wanted} == events_wanted
+
+    # Loading -> Starting, the natural order of a start: a change that is only progress is held a
+    # moment (SETTLE_SECONDS) in case the next state supersedes it, then written with its Event.
+    kubelet_reports(cp, namespace, pod["loading"], reports["starting"])
+    wait_until(lambda: reason(cp, "pl/loading", namespace) == "Starting", "loading -> Starting", 30, log)
+    wanted = [("Available", "Normal"), ("Loading", "Normal"), ("Starting", "Normal")]
+    wait_until(lambda: history(cp, namespace, "loading") == wanted, f"Events {wanted}", 30, log)
 
     # The operator never read all pods: every list and watch of pods carried llmaz's label selector.
     uris = pod_reads(cp, operator.user)
