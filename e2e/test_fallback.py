@@ -406,6 +406,8 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     time.sleep(RESYNC_SECONDS + 3)
     writes = [w for w in audit_writes(cp, operator.user, quiet_since) if f" {namespace}/" in w]
     assert writes == [], writes
+    earlier = [w for w in audit_writes(cp, operator.user, 0) if f" {namespace}/" in w]
+    assert any(w.startswith("patch playgrounds/status ") for w in earlier), earlier  # the log sees them
     assert {n: history(cp, namespace, n) for n in events_wanted} == events_wanted
 
     # Loading -> Starting, the natural order of a start: a change that is only progress is held a
