@@ -257,11 +257,23 @@ class ModelSpec(ApiModel):
     created_at: datetime | None = Field(default=None, description="created in the OpenAI /models answer.")
 
 
+class PreheatStatus(ApiModel):
+    """Progress of preheating (label ``llmaz.io/model-preheat: "true"``): nodes whose shared cache
+    the model is downloaded into."""
+
+    nodes: int = Field(default=0, ge=0, description="Nodes selected by the model's flavors.")
+    preheated: int = Field(default=0, ge=0, description="Nodes whose cache holds the complete model.")
+    failed: int = Field(default=0, ge=0, description="Nodes whose preheat Job failed.")
+
+
 class ModelStatus(ApiModel):
     """Observed state of an OpenModel."""
 
     conditions: list[Condition] | None = Field(
         default=None, max_length=16, description="Latest observations of the model."
+    )
+    preheat: PreheatStatus | None = Field(
+        default=None, description="Preheat progress; set while the model is marked for preheating."
     )
 
 
@@ -281,6 +293,12 @@ class OpenModel(Resource):
         PrinterColumn(name="ModelHub", type="string", json_path=".spec.source.modelHub.name"),
         PrinterColumn(name="ModelID", type="string", json_path=".spec.source.modelHub.modelID"),
         PrinterColumn(name="URI", type="string", json_path=".spec.source.uri"),
+        PrinterColumn(
+            name="Preheated",
+            type="string",
+            json_path='.status.conditions[?(@.type=="Preheated")].reason',
+            description="Preheat state (label llmaz.io/model-preheat).",
+        ),
     )
 
     spec: ModelSpec

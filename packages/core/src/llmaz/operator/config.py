@@ -88,6 +88,14 @@ class ModelLoader(ApiModel):
             "on a node download once (docs: concepts/model-loader, Shared per-node cache)."
         ),
     )
+    preheat_namespace: Name | None = Field(
+        default=None,
+        description=(
+            "Namespace of the loader Jobs that preheat models labelled llmaz.io/model-preheat (and "
+            "of their Secrets and, with claimName, the cache PVC); empty means the operator's own "
+            "namespace (POD_NAMESPACE)."
+        ),
+    )
 
 
 class Integrations(ApiModel):

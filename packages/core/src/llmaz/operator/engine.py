@@ -189,7 +189,7 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
     uid = uid_of(owner)
     digest = _digest(
         [{k: v for k, v in c.items() if k != "lastTransitionTime"} for c in desired.get("conditions") or []]
-        + [desired.get("replicas"), desired.get("selector"), desired.get("flavor")]
+        + [desired.get("replicas"), desired.get("selector"), desired.get("flavor"), desired.get("preheat")]
     )
     cached = rt.statuses.get(uid)
     if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:

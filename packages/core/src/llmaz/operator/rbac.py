@@ -97,6 +97,8 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(("resource.k8s.io",), ("resourceclaims",), WATCH, "DRA mode: which flavor the scheduler allocated"),
     Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
+    Rule(("",), ("nodes",), WATCH, "preheat: the nodes a preheated OpenModel's flavors select"),
+    Rule(("batch",), ("jobs",), CHILD, "preheat: one loader Job per selected node (llmaz.io/preheat-model)"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
     *integration_rules(),
 )

@@ -37,6 +37,10 @@ IDX_SERVICE_REFS = "llmaz_service_refs"
 IDX_PODS = "llmaz_pods"
 """Serving pods by ``(namespace, LeaderWorkerSet name)``; the LeaderWorkerSet is named after its
 inference Service (and a Playground's Service after the Playground)."""
+IDX_NODES = "llmaz_nodes"
+"""Nodes by name: their labels (what preheat selects them by)."""
+IDX_PREHEAT_JOBS = "llmaz_preheat_jobs"
+"""Preheat Jobs by the OpenModel they download (label ``llmaz.io/preheat-model``)."""
 IDX_OWNED = "llmaz_owned_"
 """Prefix of the per-kind indexes of children by controller owner uid."""
 CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -148,6 +152,18 @@ class Indexes:
     def pods(self, namespace: str, workload: str) -> list[Snapshot]:
         """Pods of the LeaderWorkerSet ``workload`` (leaders and workers)."""
         return self._values(IDX_PODS, (namespace, workload))
+
+    def nodes(self) -> list[Snapshot]:
+        """Every node as ``{"name": ..., "labels": {...}}``."""
+        return list(self._all(IDX_NODES))
+
+    def preheat_jobs(self, model: str) -> list[Snapshot]:
+        return self._values(IDX_PREHEAT_JOBS, model)
+
+    def preheat_models(self) -> list[str]:
+        """Names of the models that have preheat Jobs."""
+        idx = self._raw.get(IDX_PREHEAT_JOBS)
+        return sorted(str(k) for k in idx) if idx is not None else []
 
     def dependents(self, ref: str, name: str) -> list[tuple[str, str, str]]:
         """``(kind, namespace, name)`` of Playgrounds/Services referencing model or backend ``name``

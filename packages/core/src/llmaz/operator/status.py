@@ -26,6 +26,7 @@ from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_INTEGRATIONS_READY, CONDITION_PROGRESSING
 from llmaz.render.diagnosis import FAILURES, Reason
 from llmaz.render.errors import RenderError
+from llmaz.render.preheat import Report as PreheatReport
 
 __all__ = [
     "REASON_APPLIED",
@@ -189,7 +190,13 @@ def _comparable(status: Mapping[str, Any] | None) -> Any:
         ),
         key=lambda c: str(c[0]),
     )
-    return (conds, status.get("replicas", 0), status.get("selector"), status.get("flavor"))
+    return (
+        conds,
+        status.get("replicas", 0),
+        status.get("selector"),
+        status.get("flavor"),
+        status.get("preheat"),
+    )
 
 
 def status_changed(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -341,6 +348,24 @@ def in_use_condition(
     more = f" and {len(users) - IN_USE_LISTED} more" if len(users) > IN_USE_LISTED else ""
     message = f"used by {len(users)} object{'s' if len(users) != 1 else ''}: {names}{more}"
     return _condition(old, CONDITION_IN_USE, True, "Referenced", message, generation, now)
+
+
+CONDITION_PREHEATED = "Preheated"
+"""OpenModel condition while it is marked ``llmaz.io/model-preheat``: its download into the shared
+cache of the nodes its flavors select (:mod:`llmaz.operator.preheat`)."""
+
+
+def preheated_condition(
+    state: PreheatReport, generation: int, previous: Mapping[str, Any] | None, now: datetime
+) -> dict[str, Any]:
+    """``Preheated`` from a :class:`llmaz.render.preheat.Report` (message cut at :data:`MAX_MESSAGE`)."""
+    old = {
+        str(c.get("type")): c
+        for c in ((previous or {}).get("conditions") or [])
+        if isinstance(c, Mapping) and c.get("type")
+    }
+    message = state.message if len(state.message) <= MAX_MESSAGE else state.message[: MAX_MESSAGE - 3] + "..."
+    return _condition(old, CONDITION_PREHEATED, state.done, state.reason, message, generation, now)
 
 
 # ------------------------------------------------------------------------------ integrations

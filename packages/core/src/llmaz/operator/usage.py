@@ -17,10 +17,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
+from llmaz.operator import preheat
 from llmaz.operator.engine import patch_status_once
 from llmaz.operator.kube import KubeError
 from llmaz.operator.runtime import Runtime, Snapshot
-from llmaz.operator.status import in_use_condition, managed_by_condition
+from llmaz.operator.status import in_use_condition, managed_by_condition, preheated_condition
 
 log = logging.getLogger("llmaz.operator")
 
@@ -51,7 +52,13 @@ def desired_status(rt: Runtime, ref: str, snap: Snapshot) -> dict[str, Any]:
             managed_by_condition(labels, meta["name"], rt.plugins, generation, current, rt.clock())
         )
     conditions.append(in_use_condition(users, generation, current, rt.clock()))
-    return {"conditions": conditions}
+    if ref != "model":
+        return {"conditions": conditions}
+    state = preheat.report(rt, snap)
+    if state is not None:
+        conditions.append(preheated_condition(state, generation, current, rt.clock()))
+    # null removes the counts once the model is no longer marked (a merge patch)
+    return {"conditions": conditions, "preheat": state.counts() if state is not None else None}
 
 
 async def refresh(rt: Runtime, ref: str, name: str) -> bool:

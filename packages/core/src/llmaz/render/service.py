@@ -82,7 +82,7 @@ def _volumes_and_mounts(
     return None, None
 
 
-def _loader(
+def loader_container(
     source: ResolvedSource, image: str, runner: dict[str, Any] | None, cache: SharedCache | None
 ) -> dict[str, Any]:
     envs = merge_envs(source.loader_inputs(shared_cache=cache is not None), source.credential_envs())
@@ -141,7 +141,7 @@ def _inject(
     mount_paths = {m.get("mountPath") for m in (runner or {}).get("volumeMounts") or []}
     for source in claimed.sources:
         if source.needs_loader(skip_loader):
-            init.append(_loader(source, loader_image, runner, cache))
+            init.append(loader_container(source, loader_image, runner, cache))
         volume, mount = _volumes_and_mounts(source, skip_loader, cache)
         if volume is not None and mount is not None:
             if volume["name"] == CACHE_VOLUME and volume in volumes:

@@ -14,6 +14,7 @@ from llmaz.operator.handlers import (
     openmodel,
     playground,
     pods,
+    preheat,
     service,
 )
 
@@ -24,6 +25,16 @@ def build_registry() -> kopf.OperatorRegistry:
     """Every watch of the leader. (Admission webhooks are not kopf's: every replica serves them,
     see :mod:`llmaz.operator.webhook_server`.)"""
     registry = kopf.OperatorRegistry()
-    for module in (lifecycle, openmodel, backendruntime, playground, service, children, pods, integrations):
+    for module in (
+        lifecycle,
+        openmodel,
+        backendruntime,
+        playground,
+        service,
+        children,
+        pods,
+        integrations,
+        preheat,
+    ):
         module.register(registry)
     return registry

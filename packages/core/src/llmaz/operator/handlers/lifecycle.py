@@ -11,7 +11,7 @@ import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes
 from llmaz.operator.engine import reconcile_many
-from llmaz.operator.handlers import pods
+from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
 
@@ -39,6 +39,8 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.watching.client_timeout = 330
     # pods: only serving pods of llmaz workloads, filtered by the API server (never all pods)
     settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
+    # Jobs: only preheat Jobs (llmaz.io/preheat-model), never every Job of the cluster
+    settings.watching.label_selectors[preheat.JOB_GROUP, preheat.JOB_PLURAL] = preheat.JOB_SELECTOR
 
 
 async def _resync(rt: Runtime) -> None:
