@@ -115,6 +115,22 @@ def render_preheat_jobs(
     for node in selected_nodes(model, nodes):
         spec: dict[str, Any] = {
             "backoffLimit": BACKOFF_LIMIT,
+            # The loader retries with backoff and resumes by itself: when it exits non-zero (401,
+            # 404, disk full, corrupt file) another pod would fail the same way, so the Job fails
+            # at once. A pod evicted or preempted is retried without counting.
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {
+                            "containerName": container["name"],
+                            "operator": "NotIn",
+                            "values": [0],
+                        },
+                    },
+                ]
+            },
             "template": {
                 "metadata": {"labels": {LABEL_PREHEAT_MODEL: model.name}},
                 "spec": {
