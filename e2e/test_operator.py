@@ -13,6 +13,7 @@ from the API server's audit log, filtered to the operator's ServiceAccount.
 
 from __future__ import annotations
 
+import json
 import signal
 import time
 from collections.abc import Iterator
@@ -31,8 +32,10 @@ from operator_helpers import (
     Operator,
     audit_writes,
     condition,
+    container_status,
     get,
     install_crds,
+    kubelet_reports,
     model,
     playground,
     reason,
@@ -41,12 +44,23 @@ from operator_helpers import (
     webhook_configurations,
 )
 
+from llmaz.loader import layout
 from llmaz.operator.admission import BACKENDRUNTIME_ARGS, webhook
 from llmaz.operator.rbac import RULES, integration_rules
-from llmaz_devkit.cluster import ControlPlane
+from llmaz.render.preheat import LABEL_PREHEAT_MODEL, PREHEAT_KEY
+from llmaz_devkit.cluster import FAKE_NODE_ANNOTATION, POOL_LABEL, ControlPlane, NodePool
 from llmaz_devkit.release import release_fullname
 
 RELEASE = "operator-e2e"
+PREHEAT_NAMESPACE = SA_NAMESPACE
+PREHEAT_CONFIG = {
+    "modelLoader": {
+        "sharedCache": {"hostPath": "/var/lib/llmaz/models"},
+        "preheatNamespace": PREHEAT_NAMESPACE,
+    }
+}
+"""Preheating writes into the shared cache, so this module's operator has one (its scenarios run
+through the chart's RBAC, which must cover preheat's nodes and Jobs)."""
 RELEASE_ACCOUNT = release_fullname(RELEASE)
 """The chart release's ServiceAccount: the module's operator runs with exactly the chart's RBAC."""
 
@@ -90,7 +104,9 @@ def operator(
     control_plane: ControlPlane, release: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp("operator")
-    with running_operator(control_plane, workdir, RELEASE_ACCOUNT, kubeconfig=release) as op:
+    with running_operator(
+        control_plane, workdir, RELEASE_ACCOUNT, extra_config=PREHEAT_CONFIG, kubeconfig=release
+    ) as op:
         wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
         control_plane.apply(webhook_configurations(op.webhook_port, op.ca))
         try:
@@ -557,6 +573,142 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
 
     wait_until(every_word_shown, "every reason and the MANAGED column in kubectl get", 45, operator.log)
     cp.kubectl("delete", f"br/{bad['metadata']['name']}", "--wait=false")
+
+
+# ----------------------------------------------------------------------------------- preheat
+
+
+def _preheat_model(name: str, selector: dict[str, str]) -> dict[str, Any]:
+    om = model(name, flavors=[{"name": "f", "nodeSelector": selector}])
+    om["metadata"]["labels"] = {PREHEAT_KEY: "true"}
+    return om
+
+
+def _jobs(cp: ControlPlane, name: str) -> list[dict[str, Any]]:
+    res = cp.kubectl(
+        "get", "jobs", "-n", PREHEAT_NAMESPACE, "-l", f"{LABEL_PREHEAT_MODEL}={name}", "-o", "json"
+    )
+    return list(json.loads(res.stdout).get("items") or [])
+
+
+def _preheat(cp: ControlPlane, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    om = get(cp, f"om/{name}")
+    return condition(om, "Preheated"), dict(((om or {}).get("status") or {}).get("preheat") or {})
+
+
+def _node(name: str, labels: dict[str, str], *, kubelet: bool) -> dict[str, Any]:
+    """A node for one test, tainted so that no other test's pod lands on it (preheat Jobs tolerate
+    every taint). ``kubelet=False``: no KWOK annotation, so nothing runs its pods and the test plays
+    the kubelet with :func:`kubelet_reports`."""
+    (node,) = NodePool(name, 1, extra_labels=labels).manifests()
+    if not kubelet:
+        del node["metadata"]["annotations"][FAKE_NODE_ANNOTATION]
+    node["spec"] = {"taints": [{"key": "llmaz.io/e2e-preheat", "value": "only", "effect": "NoSchedule"}]}
+    return node
+
+
+def test_preheat_fills_every_selected_node_follows_new_nodes_and_stops_with_the_label(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    name = f"pre-{namespace}"[:50].rstrip("-")
+    cp.apply([_preheat_model(name, {POOL_LABEL: "l4"})])
+    # KWOK stands in for the kubelet: it runs each Job's pod to Succeeded (its pod-complete stage),
+    # and the real Job controller marks the Job Complete.
+    wait_until(
+        lambda: _preheat(cp, name)[1] == {"nodes": 2, "preheated": 2, "failed": 0},
+        "both l4 nodes preheated",
+        90,
+        operator.log,
+    )
+    cond, _ = _preheat(cp, name)
+    assert (cond["status"], cond["reason"]) == ("True", "Preheated")
+    assert "kwok-l4-0" in cond["message"]
+    assert "kwok-l4-1" in cond["message"]
+    jobs = _jobs(cp, name)
+    om = get(cp, f"om/{name}") or {}
+    assert sorted(j["spec"]["template"]["spec"]["nodeName"] for j in jobs) == ["kwok-l4-0", "kwok-l4-1"]
+    for job in jobs:
+        (ref,) = job["metadata"]["ownerReferences"]
+        assert (ref["kind"], ref["uid"]) == ("OpenModel", om["metadata"]["uid"])
+        (loader,) = job["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in loader["env"]}
+        assert env[layout.ENV_CACHE] == layout.CACHE_SHARED
+    row = cp.kubectl("get", "om", name).stdout
+    assert "PREHEATED" in row.splitlines()[0]
+    assert "Preheated" in row.splitlines()[1]
+
+    # a node joining the pool gets its Job; leaving it, its Job goes
+    extra = _node(f"pre-{namespace}"[:40].rstrip("-"), {POOL_LABEL: "l4"}, kubelet=True)
+    node_name = extra["metadata"]["name"]
+    cp.apply([extra])
+    try:
+        wait_until(
+            lambda: _preheat(cp, name)[1] == {"nodes": 3, "preheated": 3, "failed": 0},
+            "the new node preheated too",
+            90,
+            operator.log,
+        )
+    finally:
+        cp.kubectl("delete", "node", node_name, "--wait=false", check=False)
+    wait_until(lambda: len(_jobs(cp, name)) == 2, "the Job of the removed node deleted", 60, operator.log)
+    wait_until(lambda: _preheat(cp, name)[1].get("nodes") == 2, "two nodes counted", 30, operator.log)
+
+    # removing the label removes the Jobs and the preheat status
+    cp.kubectl("label", "om", name, f"{PREHEAT_KEY}-")
+    wait_until(lambda: _jobs(cp, name) == [], "the preheat Jobs deleted", 60, operator.log)
+    wait_until(lambda: _preheat(cp, name) == ({}, {}), "the preheat status removed", 30, operator.log)
+    cp.kubectl("delete", "om", name, "--wait=false")
+
+
+def test_preheat_failure_names_the_node_and_the_job_failure_and_deleting_the_model_removes_jobs(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    name = f"prefail-{namespace}"[:50].rstrip("-")
+    node = _node(
+        f"prefail-{namespace}"[:40].rstrip("-"), {"llmaz.io/e2e-preheat": namespace[:63]}, kubelet=False
+    )
+    node_name = node["metadata"]["name"]
+    cp.apply([node, _preheat_model(name, {"llmaz.io/e2e-preheat": namespace[:63]})])
+    try:
+        wait_until(
+            lambda: _preheat(cp, name)[0].get("reason") == "Preheating", "Preheating", 60, operator.log
+        )
+
+        def loader_pod() -> dict[str, Any] | None:
+            res = cp.kubectl(
+                "get", "pods", "-n", PREHEAT_NAMESPACE, "-l", f"{LABEL_PREHEAT_MODEL}={name}", "-o", "json"
+            )
+            items = json.loads(res.stdout).get("items") or []
+            return items[0] if items else None
+
+        pod = wait_until(loader_pod, "the preheat Job's pod", 60, operator.log)
+        assert pod["spec"]["nodeName"] == node_name
+        (loader,) = pod["spec"]["containers"]
+        message = "401 from Hugging Face for Qwen/x: set secret modelhub-secret"
+        terminated = {"terminated": {"exitCode": 1, "reason": "Error", "message": message}}
+        status = {
+            "status": {
+                "phase": "Failed",
+                "containerStatuses": [container_status("model-loader", loader["image"], terminated)],
+            }
+        }
+        kubelet_reports(cp, PREHEAT_NAMESPACE, pod["metadata"]["name"], status)
+        wait_until(
+            lambda: _preheat(cp, name)[0].get("reason") == "PreheatFailed", "PreheatFailed", 60, operator.log
+        )
+        cond, counts = _preheat(cp, name)
+        assert cond["status"] == "False"
+        assert f"node {node_name}:" in cond["message"]
+        assert "exit code 1" in cond["message"]  # the Job controller's message (podFailurePolicy)
+        assert counts == {"nodes": 1, "preheated": 0, "failed": 1}
+        # the Job failed at once: the loader retries by itself, another pod would fail the same way
+        (job,) = _jobs(cp, name)
+        assert job["status"].get("failed") == 1
+        cp.kubectl("delete", "om", name, "--wait=false")
+        wait_until(lambda: _jobs(cp, name) == [], "the model's Jobs garbage-collected", 60, operator.log)
+    finally:
+        cp.kubectl("delete", "om", name, "--wait=false", check=False)
+        cp.kubectl("delete", "node", node_name, "--wait=false", check=False)
 
 
 def test_converged_operator_is_quiet_and_exports_metrics(
