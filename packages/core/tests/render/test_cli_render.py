@@ -193,3 +193,40 @@ def test_render_refuses_what_the_api_server_would_refuse(tmp_path: Path) -> None
     assert out == ""
     assert err.startswith(f"{bad}: Playground/Bad_PG: metadata.name: metadata.name must be a DNS-1123 label")
     assert err.strip().endswith("(got Bad_PG)")
+
+
+def test_render_with_the_operator_config_uses_its_shared_cache_and_loader_image(tmp_path: Path) -> None:
+    config = tmp_path / "operator.yaml"
+    config.write_text(
+        "modelLoader:\n  image: example.com/loader:v1\n  sharedCache: {hostPath: /var/lib/llmaz/models}\n"
+    )
+    example = str(EXAMPLES / "huggingface" / "playground.yaml")
+    code, out, err = run("-f", example, "--config", str(config))
+    assert code == 0, err
+    lws = next(d for d in yaml.safe_load_all(out) if d["kind"] == "LeaderWorkerSet")
+    pod = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    cache = {
+        "name": "model-cache",
+        "hostPath": {"path": "/var/lib/llmaz/models", "type": "DirectoryOrCreate"},
+    }
+    assert cache in pod["volumes"]
+    (loader,) = pod["initContainers"]
+    assert loader["image"] == "example.com/loader:v1"
+    # the flag wins over the file, as for every other setting given twice
+    code, out, _ = run("-f", example, "--config", str(config), "--model-loader-image", "other:v2")
+    lws = next(d for d in yaml.safe_load_all(out) if d["kind"] == "LeaderWorkerSet")
+    assert (
+        lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["initContainers"][0]["image"]
+        == "other:v2"
+    )
+
+
+def test_render_names_the_config_file_and_field_of_a_bad_cache(tmp_path: Path) -> None:
+    config = tmp_path / "operator.yaml"
+    config.write_text("modelLoader:\n  sharedCache: {hostPath: relative/dir}\n")
+    code, out, err = run("-f", str(EXAMPLES / "huggingface" / "playground.yaml"), "--config", str(config))
+    assert code == 1
+    assert out == ""
+    assert str(config) in err
+    assert "modelLoader.sharedCache.hostPath" in err
+    assert "not an absolute path" in err

@@ -115,13 +115,34 @@ def render(
         typer.Option("-f", "--filename", help="Manifest file to render; '-' reads stdin. Repeatable."),
     ],
     model_loader_image: Annotated[
-        str, typer.Option(help="Image of the model-loader init containers.")
-    ] = DEFAULT_MODEL_LOADER_IMAGE,
+        str | None,
+        typer.Option(
+            help=f"Image of the model-loader init containers [default: modelLoader.image of --config, "
+            f"else {DEFAULT_MODEL_LOADER_IMAGE}]",
+            show_default=False,
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="The operator's config file (as given to 'llmaz operator run --config'); its "
+            "modelLoader settings (image, sharedCache) apply, as in the operator.",
+            dir_okay=False,
+        ),
+    ] = None,
     no_plugins: Annotated[
         bool, typer.Option("--no-plugins", help="Do not resolve BackendRuntimes from installed plugins.")
     ] = False,
 ) -> None:
     """Print every object llmaz would create for the given manifests, as a YAML stream."""
+    from llmaz.operator.config import ConfigError, load_config
+
+    try:
+        loader = load_config(config).model_loader
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
     try:
         sourced = [pair for f in files for pair in load_documents(f)]
     except _InputError as exc:
@@ -131,7 +152,12 @@ def render(
     # Render per object so an error names the file it came from; models and runtimes are shared.
     documents = [doc for _, doc in sourced]
     try:
-        objects = render_manifests(documents, plugins=plugins, model_loader_image=model_loader_image)
+        objects = render_manifests(
+            documents,
+            plugins=plugins,
+            model_loader_image=model_loader_image or loader.image or DEFAULT_MODEL_LOADER_IMAGE,
+            model_cache=loader.shared_cache,
+        )
     except RenderError as err:
         for each in err.errors if isinstance(err, RenderErrors) else [err]:
             for line in _error_lines(_source_of(sourced, each), each):
