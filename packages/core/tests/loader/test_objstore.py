@@ -1,4 +1,5 @@
-"""The loader against an S3 STAND-IN on loopback: moto in server mode.
+"""The loader against an S3 STAND-IN on loopback: moto in server mode; OSS through the same
+stand-in, addressed by bucket sub-domain as OSS requires (see :func:`oss_route`).
 
 moto cannot live in the workspace environment (botocore pins ``python-dateutil<3``, the Kubernetes
 client needs 3.x), so it runs from its own locked-version tool environment built by uv, as a separate
@@ -23,9 +24,11 @@ import pytest
 from obstore.store import S3Store
 from standins import CuttingProxy, generate_model, tree
 
+from llmaz.api import OpenModel
 from llmaz.loader import layout
 from llmaz.loader.main import main
 from llmaz.loader.objstore import ObjectStoreSource
+from llmaz.render.sources import resolve_source
 
 MOTO = "moto[server]==5.2.5"
 BUCKET = "models"
@@ -198,7 +201,7 @@ def test_unknown_keys_name_the_secret(models: Path) -> None:
 
 
 def test_oss_uses_virtual_hosted_requests_and_the_oss_keys() -> None:
-    """No OSS stand-in can be reached by bucket sub-domain on loopback: the store settings are checked."""
+    """The store settings for a real OSS endpoint (https, internal endpoint, region from its name)."""
     source = ObjectStoreSource(
         provider="OSS",
         bucket="llmaz-models",
@@ -212,3 +215,75 @@ def test_oss_uses_virtual_hosted_requests_and_the_oss_keys() -> None:
     assert config["access_key_id"] == "id"
     assert config["region"] == "cn-beijing"
     assert source.describe() == "oss://llmaz-models.oss-cn-beijing-internal.aliyuncs.com/Qwen2-7B"
+
+
+OSS_ENDPOINT = "oss-cn-hangzhou.aliyuncs.com"
+
+
+def _oss_env(models: Path, path: str = PREFIX) -> dict[str, str]:
+    """The loader environment the renderer gives an ``oss://`` model, plus the credentials its
+    Secret holds. ENDPOINT gets ``http://``: the S3 stand-in speaks plain HTTP (with the renderer's
+    bare endpoint the loader uses https, as OSS requires)."""
+    model = OpenModel.model_validate(
+        {
+            "apiVersion": "llmaz.io/v1alpha1",
+            "kind": "OpenModel",
+            "metadata": {"name": "qwen"},
+            "spec": {"familyName": "qwen2", "source": {"uri": f"oss://{BUCKET}.{OSS_ENDPOINT}/{path}"}},
+        }
+    )
+    env = {e["name"]: e["value"] for e in resolve_source(model, 0, field="spec").loader_inputs()}
+    assert env[layout.ENV_ENDPOINT] == OSS_ENDPOINT
+    return {
+        **env,
+        layout.ENV_ENDPOINT: f"http://{OSS_ENDPOINT}",
+        layout.ENV_LOCAL_PATH: layout.objstore_local_path(path, model_dir=str(models)),
+        "OSS_ACCESS_KEY_ID": "test",
+        "OSS_ACCESS_KEY_SECRET": "test",
+        "LOADER_BACKOFF_SECONDS": "0.01",
+        "LOADER_TERMINATION_LOG": str(models.parent / "termination-log"),
+        "LOADER_PARALLEL_FILES": "1",
+    }
+
+
+@pytest.fixture
+def oss_route(
+    s3: tuple[MotoServer, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> Iterator[CuttingProxy]:
+    """OSS is addressed by bucket sub-domain (``<bucket>.oss-cn-hangzhou.aliyuncs.com``), which does
+    not resolve on loopback. The loader's HTTP client honours ``HTTP_PROXY`` (as it would a corporate
+    proxy), so a TCP proxy on loopback STANDS IN for DNS: every request reaches moto with its
+    virtual-hosted ``Host`` header, and moto serves the bucket named by the sub-domain."""
+    server, _ = s3
+    proxy = CuttingProxy(server.port)
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", proxy.url)
+    monkeypatch.setenv("http_proxy", proxy.url)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+def test_oss_end_to_end_by_bucket_subdomain_with_cuts_resumed(
+    s3: tuple[MotoServer, dict[str, bytes]], oss_route: CuttingProxy, models: Path
+) -> None:
+    _, files = s3
+    oss_route.after_bytes, oss_route.cuts = 1_200_000, 2
+    env = _oss_env(models)
+    assert main(env) == 0
+    assert oss_route.cut_count == 2  # two connections lost mid-file, both resumed
+    assert tree(env[layout.ENV_LOCAL_PATH]) == files
+    marker = json.loads(Path(layout.marker_path(env[layout.ENV_LOCAL_PATH])).read_text())
+    assert marker["source"] == f"oss://{BUCKET}.{OSS_ENDPOINT}/{PREFIX}"
+
+
+def test_oss_missing_path_names_the_oss_uri(
+    s3: tuple[MotoServer, dict[str, bytes]], oss_route: CuttingProxy, models: Path
+) -> None:
+    assert main(_oss_env(models, path="absent/model")) == 1
+    message = _message(models)
+    assert (
+        message == f"404 from OSS for oss://{BUCKET}.{OSS_ENDPOINT}/absent/model: no objects under this path"
+    )

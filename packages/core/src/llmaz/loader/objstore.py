@@ -60,7 +60,9 @@ class ObjectStoreSource:
 
     def uri(self) -> str:
         scheme = self.provider.lower()
-        host = f"{self.bucket}.{self.endpoint}" if self.provider == "OSS" else self.bucket
+        # as the user wrote it in the OpenModel: an endpoint given with a scheme is named without it
+        endpoint = (self.endpoint or "").partition("://")[2] or self.endpoint
+        host = f"{self.bucket}.{endpoint}" if self.provider == "OSS" else self.bucket
         return f"{scheme}://{host}/{self.path}"
 
     def describe(self) -> str:
