@@ -160,13 +160,14 @@ def test_printer_columns(all_crds: dict[str, dict[str, Any]]) -> None:
         version = all_crds[kind]["spec"]["versions"][0]
         return {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
 
-    # llmaz's columns in llmaz's order (kubectl prints them in this order)
+    # llmaz's columns in llmaz's order (kubectl prints them in this order), then preheat's
     assert list(columns("OpenModel").items()) == [
         ("OwnedBy", ".spec.ownedBy"),
         ("Age", ".metadata.creationTimestamp"),
         ("ModelHub", ".spec.source.modelHub.name"),
         ("ModelID", ".spec.source.modelHub.modelID"),
         ("URI", ".spec.source.uri"),
+        ("Preheated", ".status.conditions[?(@.type=='Preheated')].reason"),
     ]
     assert list(columns("Playground")) == ["Model", "Replicas", "Status", "Age"]
     assert columns("Playground")["Model"] == ".spec.modelClaim.modelName"

@@ -287,7 +287,7 @@ class OpenModel(Resource):
     short_names: ClassVar[tuple[str, ...]] = ("om",)
     scope: ClassVar[Scope] = "Cluster"
     printer_columns: ClassVar[tuple[PrinterColumn, ...]] = (
-        # llmaz's columns, in llmaz's order.
+        # llmaz's columns, in llmaz's order, then ours.
         PrinterColumn(name="OwnedBy", type="string", json_path=".spec.ownedBy"),
         PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
         PrinterColumn(name="ModelHub", type="string", json_path=".spec.source.modelHub.name"),
@@ -296,7 +296,7 @@ class OpenModel(Resource):
         PrinterColumn(
             name="Preheated",
             type="string",
-            json_path='.status.conditions[?(@.type=="Preheated")].reason',
+            json_path=".status.conditions[?(@.type=='Preheated')].reason",
             description="Preheat state (label llmaz.io/model-preheat).",
         ),
     )
