@@ -698,7 +698,7 @@ def test_preheat_failure_names_the_node_and_the_job_failure_and_deleting_the_mod
         )
         cond, counts = _preheat(cp, name)
         assert cond["status"] == "False"
-        assert f"node {node_name}:" in cond["message"]
+        assert f"node {node_name}: {message} (Job " in cond["message"]  # the loader's own line
         assert "exit code 1" in cond["message"]  # the Job controller's message (podFailurePolicy)
         assert counts == {"nodes": 1, "preheated": 0, "failed": 1}
         # the Job failed at once: the loader retries by itself, another pod would fail the same way

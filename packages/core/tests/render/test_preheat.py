@@ -150,6 +150,16 @@ def test_report_counts_nodes_and_names_failures_with_the_job_message() -> None:
     assert "node gpu-a: exit code 1" in failed.message
     assert f"Job llmaz-system/{gpu_a['metadata']['name']}" in failed.message
     assert failed.counts() == {"nodes": 3, "preheated": 1, "failed": 1}
+    # with the loader's termination message, that one-line cause comes first
+    quoted = preheat.report(
+        desired,
+        [_with_status(gpu_a, "Failed", "exit code 1")],
+        {gpu_a["metadata"]["name"]: "401 from Hugging Face for Qwen/Qwen2-0.5B: set secret modelhub-secret"},
+    )
+    assert (
+        f"node gpu-a: 401 from Hugging Face for Qwen/Qwen2-0.5B: set secret modelhub-secret "
+        f"(Job llmaz-system/{gpu_a['metadata']['name']}: exit code 1)"
+    ) in quoted.message
     done = preheat.report(desired, [_with_status(j, "Complete") for j in desired])
     assert (done.done, done.reason) == (True, preheat.REASON_PREHEATED)
     assert done.message == "in the shared cache of 3 nodes: big, gpu-a, gpu-b"

@@ -96,7 +96,8 @@ def report(rt: Runtime, snap: Snapshot) -> preheat.Report | None:
     if want.blocked is not None:
         return want.blocked
     assert rt.indexes is not None
-    return preheat.report(want.jobs, rt.indexes.preheat_jobs(snap["metadata"]["name"]))
+    name = snap["metadata"]["name"]
+    return preheat.report(want.jobs, rt.indexes.preheat_jobs(name), rt.indexes.preheat_causes(name))
 
 
 def _owner_reference(model: Snapshot) -> dict[str, Any]:

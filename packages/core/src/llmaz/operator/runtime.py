@@ -41,6 +41,8 @@ IDX_NODES = "llmaz_nodes"
 """Nodes by name: their labels (what preheat selects them by)."""
 IDX_PREHEAT_JOBS = "llmaz_preheat_jobs"
 """Preheat Jobs by the OpenModel they download (label ``llmaz.io/preheat-model``)."""
+IDX_PREHEAT_PODS = "llmaz_preheat_pods"
+"""Preheat pods by model: ``{"job": <Job name>, "cause": <loader's termination message>}``."""
 IDX_OWNED = "llmaz_owned_"
 """Prefix of the per-kind indexes of children by controller owner uid."""
 CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -159,6 +161,12 @@ class Indexes:
 
     def preheat_jobs(self, model: str) -> list[Snapshot]:
         return self._values(IDX_PREHEAT_JOBS, model)
+
+    def preheat_causes(self, model: str) -> dict[str, str]:
+        """The loader's failure line (termination message) by preheat Job name."""
+        return {
+            str(p["job"]): str(p["cause"]) for p in self._values(IDX_PREHEAT_PODS, model) if p.get("cause")
+        }
 
     def preheat_models(self) -> list[str]:
         """Names of the models that have preheat Jobs."""

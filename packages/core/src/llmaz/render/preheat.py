@@ -132,7 +132,7 @@ def render_preheat_jobs(
                 ]
             },
             "template": {
-                "metadata": {"labels": {LABEL_PREHEAT_MODEL: model.name}},
+                "metadata": {"labels": {LABEL_PREHEAT_MODEL: model.name, LABEL_MODEL_NAME: model.name}},
                 "spec": {
                     # pinned to the node: no scheduling, and its taints (GPU nodes have some) are
                     # tolerated, because filling this node's cache is the point
@@ -191,10 +191,15 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:LISTED]) + more
 
 
-def report(desired: Sequence[Mapping[str, Any]], live: Iterable[Mapping[str, Any]]) -> Report:
+def report(
+    desired: Sequence[Mapping[str, Any]],
+    live: Iterable[Mapping[str, Any]],
+    causes: Mapping[str, str] | None = None,
+) -> Report:
     """The preheat state of a model from its desired Jobs (:func:`render_preheat_jobs`) and the
     Jobs as last seen. A live Job counts only when it is the desired one (same digest), so a model
-    whose source changed is not reported preheated from the old download.
+    whose source changed is not reported preheated from the old download. ``causes``: the loader's
+    one-line failure cause (its termination message) by Job name, put before the Job's own message.
     """
     seen = {str(j["metadata"]["name"]): j for j in live}
     total = len(desired)
@@ -213,7 +218,11 @@ def report(desired: Sequence[Mapping[str, Any]], live: Iterable[Mapping[str, Any
             done.append(node)
         elif (broken := _job_condition(job, "Failed")) is not None:
             why = broken.get("message") or broken.get("reason") or "the Job failed"
-            failed.append(f"node {node}: {why} (Job {meta['namespace']}/{meta['name']})")
+            job_ref = f"Job {meta['namespace']}/{meta['name']}"
+            cause = (causes or {}).get(meta["name"])
+            failed.append(
+                f"node {node}: {cause} ({job_ref}: {why})" if cause else f"node {node}: {why} ({job_ref})"
+            )
         else:
             waiting.append(node)
     counts = {"nodes": total, "preheated": len(done), "failed": len(failed)}

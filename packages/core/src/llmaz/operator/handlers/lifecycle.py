@@ -37,7 +37,7 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    # pods: only serving pods of llmaz workloads, filtered by the API server (never all pods)
+    # pods: only pods of llmaz workloads and preheat Jobs, filtered by the API server (never all pods)
     settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
     # Jobs: only preheat Jobs (llmaz.io/preheat-model), never every Job of the cluster
     settings.watching.label_selectors[preheat.JOB_GROUP, preheat.JOB_PLURAL] = preheat.JOB_SELECTOR

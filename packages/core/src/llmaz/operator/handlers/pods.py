@@ -1,7 +1,8 @@
 """Serving pods: indexed by their LeaderWorkerSet, so a reconcile can diagnose why a model is not
-serving (:func:`llmaz.render.diagnosis.diagnose`). Only pods carrying llmaz's model label and the
-LeaderWorkerSet name label are watched: the selector is sent to the API server
-(:func:`llmaz.operator.handlers.lifecycle.configure`), so other pods never reach the operator.
+serving (:func:`llmaz.render.diagnosis.diagnose`). Only pods carrying llmaz's model label are
+watched: the selector is sent to the API server (:func:`llmaz.operator.handlers.lifecycle.configure`),
+so other pods never reach the operator; these handlers take those that also carry the
+LeaderWorkerSet name label (preheat pods go to :mod:`.preheat`).
 
 A pod change reconciles the inference Service named after its LeaderWorkerSet and the Playground
 of that name, if any; reconciles that find nothing new write nothing."""
@@ -20,8 +21,10 @@ from llmaz.operator.runtime import IDX_PODS
 from llmaz.render.objects import LWS_NAME_LABEL
 
 GROUP_VERSION, PLURAL = "v1", "pods"
-SELECTOR = f"{LABEL_MODEL_NAME},{LWS_NAME_LABEL}"
-"""Label selector of the pod watch: pods of llmaz workloads only."""
+SELECTOR = LABEL_MODEL_NAME
+"""Label selector of the pod watch: pods of llmaz workloads and preheat Jobs only (handlers filter
+further: serving pods also carry the LeaderWorkerSet name label, preheat pods
+``llmaz.io/preheat-model``)."""
 _LABELS = {LABEL_MODEL_NAME: kopf.PRESENT, LWS_NAME_LABEL: kopf.PRESENT}
 
 

@@ -14,8 +14,11 @@ from llmaz.operator import usage
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.preheat import marked, reconcile_preheat
-from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, Runtime, snapshot
+from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, snapshot
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""Set by the Job controller on the pods of a Job."""
 
 JOB_GROUP, JOB_VERSION, JOB_PLURAL = "batch", "v1", "jobs"
 JOB_SELECTOR = LABEL_PREHEAT_MODEL
@@ -87,3 +90,31 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if change == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
         await _refresh(rt, str(labels[LABEL_PREHEAT_MODEL]))
+
+    # Preheat pods come through the pod watch (selector llmaz.io/model-name, which they carry): only
+    # the loader's termination message is kept, the one-line cause PreheatFailed quotes.
+    @kopf.index("v1", "pods", id=IDX_PREHEAT_PODS, labels=_JOB_LABELS, registry=registry)
+    def causes_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+        return {
+            str(labels[LABEL_PREHEAT_MODEL]): {
+                "job": labels.get(JOB_NAME_LABEL, ""),
+                "cause": loader_cause(body),
+            }
+        }
+
+    @kopf.on.event("v1", "pods", id="llmaz-preheat-pods", labels=_JOB_LABELS, registry=registry)
+    async def pod_event(
+        event: kopf.RawEvent, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
+    ) -> None:
+        if event_type(event) is None or not loader_cause(body):
+            return  # only a failure line changes what the status says
+        usage.mark(runtime(memo, kw), [("model", str(labels[LABEL_PREHEAT_MODEL]))])
+
+
+def loader_cause(pod: Any) -> str | None:
+    """The termination message of a preheat pod's loader container that exited non-zero."""
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        done = (status.get("state") or {}).get("terminated") or {}
+        if done.get("exitCode") and done.get("message"):
+            return str(done["message"]).strip().splitlines()[0][:512]
+    return None
