@@ -39,6 +39,7 @@ from operator_helpers import (
     wait_until,
 )
 
+from llmaz.operator.handlers.pods import SELECTOR as POD_SELECTOR
 from llmaz.render.dra import claim_template_name
 from llmaz.render.fallback import ANNOTATION_FALLBACK_SECONDS, FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
 from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane
@@ -420,7 +421,8 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
     # The operator never read all pods: every list and watch of pods carried llmaz's label selector.
     uris = pod_reads(cp, operator.user)
     assert uris, "the operator listed no pods"
-    unfiltered = [u for u in uris if "labelSelector=llmaz.io/model-name," not in urllib.parse.unquote(u)]
+    selector = f"labelSelector={POD_SELECTOR}"
+    unfiltered = [u for u in uris if selector not in urllib.parse.unquote(u)]
     assert not unfiltered, unfiltered
 
 
