@@ -2,8 +2,9 @@
 
 The workloads are rendered by :mod:`llmaz.render` and applied by the test, so the pure diagnosis is
 checked on real pod objects without an operator (the same reasons produced by the running operator
-and read from ``kubectl get pl`` are in ``test_fallback.py``); the real LWS controller makes the pods, the real scheduler places them or marks them
-Unschedulable, and KWOK reports placed pods Running and Ready.
+and read from ``kubectl get pl`` are in ``test_fallback.py``); the real LWS controller makes the
+pods, the real scheduler places them or marks them Unschedulable, and KWOK reports placed pods
+Running and Ready.
 
 Stand-in: no kubelet runs, so nothing can fail to pull an image, crash or fail to download a model.
 For those reasons the test writes the container states to the pods' status subresource, the way a

@@ -16,6 +16,7 @@ from llmaz.operator import status
 from llmaz.render.diagnosis import Reason
 from llmaz.render.errors import RenderError, RenderErrors
 from llmaz.render.fallback import FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
+from llmaz.render.preheat import REASONS as PREHEAT_REASONS
 
 PAGE = Path(__file__).resolve().parents[4] / "docs" / "troubleshooting.md"
 
@@ -36,6 +37,7 @@ def _reasons_in_code() -> set[str]:
     reasons = {str(r) for r in Reason}
     reasons |= {NO_FLAVOR_SCHEDULABLE, status.REASON_NAME_CONFLICT, status.REASON_PENDING}
     reasons |= {status.REASON_CRD_NOT_INSTALLED, status.REASON_GATEWAY_NOT_FOUND, status.REASON_REJECTED}
+    reasons |= set(PREHEAT_REASONS)  # the OpenModel's Preheated condition
     for cls in _render_error_classes():
         reasons.add(status.error_reason(cls.__new__(cls)))  # what a condition shows for it
     return reasons
@@ -61,6 +63,8 @@ def test_the_collection_finds_the_reasons_the_issue_names() -> None:
         "NoFlavorSchedulable",
         "ModelNotFound",
         "InvalidTemplate",
+        "PreheatFailed",
+        "SharedCacheNotConfigured",
     } <= reasons
     assert "UnknownTemplateVariable" not in reasons  # shown as InvalidTemplate
 

@@ -44,6 +44,16 @@ REASON_NO_CACHE: Final = "SharedCacheNotConfigured"
 REASON_NO_NODES: Final = "NoMatchingNodes"
 REASON_NOTHING_TO_LOAD: Final = "NothingToLoad"
 REASON_INVALID_SOURCE: Final = "InvalidModelSource"
+REASONS: Final = (
+    REASON_PREHEATING,
+    REASON_PREHEATED,
+    REASON_FAILED,
+    REASON_NO_CACHE,
+    REASON_NO_NODES,
+    REASON_NOTHING_TO_LOAD,
+    REASON_INVALID_SOURCE,
+)
+"""Every reason of the ``Preheated`` condition."""
 LISTED: Final = 5
 """Nodes named in a condition message (the rest are counted)."""
 
