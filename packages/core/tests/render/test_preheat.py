@@ -57,6 +57,13 @@ def test_one_job_per_node_a_flavor_selects_pinned_to_it() -> None:
     assert len({j["metadata"]["name"] for j in out}) == 3
 
 
+def test_job_names_are_short_and_distinct_for_long_model_names_sharing_a_prefix() -> None:
+    long_a, long_b = "m" * 60 + "-a", "m" * 60 + "-b"
+    names = {preheat.job_name(m, n) for m in (long_a, long_b) for n in ("node-1", "node-2")}
+    assert len(names) == 4
+    assert all(len(n) <= 63 and "-preheat-" in n for n in names)
+
+
 def test_every_label_of_a_nodeselector_must_match_and_no_flavors_means_every_node() -> None:
     strict = [{"name": "l4a", "nodeSelector": {"pool": "l4", "zone": "a"}}]
     out = jobs(marked("m", hub("org/m"), strict))

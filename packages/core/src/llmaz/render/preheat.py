@@ -91,9 +91,10 @@ def selected_nodes(model: OpenModel, nodes: Iterable[Node]) -> list[Node]:
 
 
 def job_name(model_name: str, node_name: str) -> str:
-    """``<model>-preheat-<10 hex digits of the node name>``, at most 63 characters (the Job
-    controller copies it into a label)."""
-    digest = hashlib.sha256(node_name.encode()).hexdigest()[:10]
+    """``<model>-preheat-<10 hex digits>``, at most 63 characters (the Job controller copies it into
+    a label); the digits hash the model and node names, so two long model names sharing their first
+    44 characters still get Jobs of their own."""
+    digest = hashlib.sha256(f"{model_name}\0{node_name}".encode()).hexdigest()[:10]
     return f"{model_name[: 63 - 19].rstrip('-')}-preheat-{digest}"
 
 
