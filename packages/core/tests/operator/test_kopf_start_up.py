@@ -18,6 +18,7 @@ import kopf
 import pytest
 from kopf._cogs.aiokits import aiotoggles
 from kopf._cogs.clients import watching
+from kopf._cogs.structs.references import Resource
 from kopf._core.reactor import queueing
 
 from llmaz.operator import engine
@@ -136,3 +137,12 @@ def test_reconciles_at_once_stay_within_workers() -> None:
     finally:
         mp.undo()
     assert peak == WORKERS
+
+
+def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
+    """The API server filters the watches: llmaz pods (serving and preheat) and preheat Jobs, never
+    every pod or Job of the cluster; other kinds get no selector."""
+    selectors = _settings(WORKERS).watching.label_selectors
+    assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/model-name"]
+    assert list(selectors.collect(Resource("batch", "v1", "jobs"))) == ["llmaz.io/preheat-model"]
+    assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
