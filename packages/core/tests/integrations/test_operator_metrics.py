@@ -31,3 +31,18 @@ def test_every_declared_operator_series_is_exported() -> None:
     ours = {s for s in exported if s.startswith("llmaz_") and not s.endswith("_created")}
     undeclared = ours - set(OPERATOR_METRICS)
     assert not undeclared, f"exported but not declared in OPERATOR_METRICS: {sorted(undeclared)}"
+
+
+def test_per_kind_series_exist_at_zero_before_the_first_reconcile() -> None:
+    """A dashboard's error rate and managed count read 0, not "no data", on a fresh operator."""
+    text = generate_latest(Metrics(kinds=("Playground", "Service")).registry).decode()
+    samples = {
+        (s.name, s.labels.get("kind")): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+    for kind in ("Playground", "Service"):
+        assert samples[("llmaz_reconcile_errors_total", kind)] == 0
+        assert samples[("llmaz_reconciles_total", kind)] == 0
+        assert samples[("llmaz_objects_managed", kind)] == 0
+    assert samples[("llmaz_queue_depth", None)] == 0

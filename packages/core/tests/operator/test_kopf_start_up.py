@@ -9,7 +9,6 @@ operator froze at start-up when one kind had more objects than kopf's worker lim
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +23,7 @@ from kopf._core.reactor import queueing
 from llmaz.operator import engine
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.handlers.lifecycle import configure
+from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
 
 OBJECTS = 7
@@ -117,11 +117,12 @@ def test_reconciles_at_once_stay_within_workers() -> None:
         f"p{i}": {"kind": "Playground", "metadata": {"uid": f"u{i}", "name": f"p{i}", "namespace": "ns"}}
         for i in range(OBJECTS)
     }
-    indexes = SimpleNamespace(playground=lambda ns, name: snaps.get(name))
-    metrics = SimpleNamespace(
-        queue_depth=SimpleNamespace(inc=lambda: None, dec=lambda: None),
-        reconciling=lambda kind: contextlib.nullcontext(),
+    indexes = SimpleNamespace(
+        playground=lambda ns, name: snaps.get(name),
+        playgrounds=lambda: list(snaps.values()),
+        services=list,
     )
+    metrics = Metrics(kinds=("Playground", "Service"))
     rt = Runtime(
         config=OperatorConfig(workers=WORKERS),
         plugins=None,  # type: ignore[arg-type]
@@ -137,6 +138,9 @@ def test_reconciles_at_once_stay_within_workers() -> None:
     finally:
         mp.undo()
     assert peak == WORKERS
+    assert metrics.registry.get_sample_value("llmaz_queue_depth") == 0  # every reconcile left it
+    managed = metrics.registry.get_sample_value("llmaz_objects_managed", {"kind": "Playground"})
+    assert managed == OBJECTS
 
 
 def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:

@@ -477,6 +477,14 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                     handle.cancel()
     finally:
         rt.metrics.queue_depth.dec()
+        record_managed(rt, idx)
+
+
+def record_managed(rt: Runtime, idx: Indexes) -> None:
+    """``llmaz_objects_managed``: the Playgrounds and Services in the indexes (after every reconcile
+    and at each resync, so a deleted object leaves the count at the next of either)."""
+    rt.metrics.managed.labels(kind="Playground").set(len(idx.playgrounds()))
+    rt.metrics.managed.labels(kind="Service").set(len(idx.services()))
 
 
 def _latest(idx: Indexes, snap: Snapshot) -> Snapshot:

@@ -17,6 +17,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from llmaz.operator.config import OperatorConfig
+from llmaz.operator.engine import RECONCILERS
 from llmaz.operator.handlers import build_registry
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.health import HealthServer
@@ -47,7 +48,7 @@ def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
 
 
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
-    metrics = Metrics()
+    metrics = Metrics(kinds=RECONCILERS)
     # API calls run in threads: as many as objects reconciled at once, the same again for child
     # applies (below), and as many HTTP connections as threads
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))

@@ -4,7 +4,7 @@ are declared in :data:`llmaz.render.monitoring.OPERATOR_METRIC_FAMILIES`."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
@@ -21,7 +21,7 @@ __all__ = ["Metrics"]
 class Metrics:
     """Reconciles, errors, durations, managed objects, queue depth, writes and leadership."""
 
-    def __init__(self) -> None:
+    def __init__(self, kinds: Iterable[str] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=self.registry)
         self.reconciles = self._counter("llmaz_reconciles")
@@ -38,6 +38,10 @@ class Metrics:
         self.queue_depth = self._gauge("llmaz_queue_depth")
         self.writes = self._counter("llmaz_api_writes")
         self.leader = self._gauge("llmaz_leader")
+        for kind in kinds:  # every per-kind series from the start, at 0: a dashboard sees no gaps
+            self.reconciles.labels(kind=kind)
+            self.errors.labels(kind=kind)
+            self.managed.labels(kind=kind).set(0)
 
     def _counter(self, name: str) -> Counter:
         family = FAMILIES[name]

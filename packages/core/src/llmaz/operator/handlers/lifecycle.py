@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes
-from llmaz.operator.engine import reconcile_many
+from llmaz.operator.engine import reconcile_many, record_managed
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
@@ -51,8 +51,7 @@ async def _resync(rt: Runtime) -> None:
             continue
         targets = [("Playground", *_key(s)) for s in idx.playgrounds()]
         targets += [("Service", *_key(s)) for s in idx.services()]
-        for kind, count in (("Playground", len(idx.playgrounds())), ("Service", len(idx.services()))):
-            rt.metrics.managed.labels(kind=kind).set(count)
+        record_managed(rt, idx)
         log.debug("resync of %d objects", len(targets))
         await reconcile_many(rt, targets)
 
