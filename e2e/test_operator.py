@@ -37,12 +37,14 @@ from operator_helpers import (
     install_crds,
     kubelet_reports,
     model,
+    not_ready_status,
     playground,
     reason,
     running_operator,
     wait_until,
     webhook_configurations,
 )
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmaz.loader import layout
 from llmaz.operator.admission import BACKENDRUNTIME_ARGS, webhook
@@ -63,6 +65,8 @@ PREHEAT_CONFIG = {
 through the chart's RBAC, which must cover preheat's nodes and Jobs)."""
 RELEASE_ACCOUNT = release_fullname(RELEASE)
 """The chart release's ServiceAccount: the module's operator runs with exactly the chart's RBAC."""
+BACKEND_OVERRIDE = {"ollama": {"image": "registry.example.com/mirror/ollama", "version": "0.6.8-e2e"}}
+"""The module operator's ``backends`` config: a mirrored image and a pinned version for one plugin."""
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +109,11 @@ def operator(
 ) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp("operator")
     with running_operator(
-        control_plane, workdir, RELEASE_ACCOUNT, extra_config=PREHEAT_CONFIG, kubeconfig=release
+        control_plane,
+        workdir,
+        RELEASE_ACCOUNT,
+        extra_config={**PREHEAT_CONFIG, "backends": BACKEND_OVERRIDE},
+        kubeconfig=release,
     ) as op:
         wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
         control_plane.apply(webhook_configurations(op.webhook_port, op.ca))
@@ -220,6 +228,14 @@ def test_name_conflict_then_recovery_and_a_user_service_converges(
     lws = get(cp, "leaderworkerset/taken", namespace)
     assert lws is not None
     assert lws["spec"]["replicas"] == 2
+    # llmaz's Service defaulting webhook, done here by the CRD's defaults
+    stored = (get(cp, "isvc/taken", namespace) or {})["spec"]
+    assert stored["rolloutStrategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 0, "maxUnavailable": 1},
+    }
+    assert stored["workloadTemplate"]["size"] == 1
+    assert stored["workloadTemplate"]["restartPolicy"] == "RecreateGroupOnPodRestart"
     assert (get(cp, "isvc/taken", namespace) or {})["status"]["replicas"] == 2
     # a Playground of the same name does not take it over
     cp.apply([playground("taken", namespace, "qwen-j")])
@@ -281,6 +297,67 @@ def test_every_backend_and_speculative_decoding_become_available(
     lws = get(cp, "leaderworkerset/spec", namespace) or {}
     init = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["initContainers"]
     assert len(init) == 2  # one model loader per claimed model
+
+
+def _serving_pod(cp: ControlPlane, namespace: str, workload: str) -> dict[str, Any]:
+    pods = (get(cp, "pods", namespace) or {}).get("items", [])
+    mine = [p for p in pods if p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/name") == workload]
+    assert len(mine) == 1, [p["metadata"]["name"] for p in mine]
+    return mine[0]
+
+
+def test_availability_is_lost_and_regained_with_the_pods(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """llmaz's controller scenario "LWS unready -> NotReady, ready again -> Ready", on real pods.
+
+    Stand-in: no kubelet runs, so the test reports the container states a kubelet would (the
+    image cannot be pulled, then it runs and is ready) on the pod's status subresource."""
+    cp.apply([model("qwen-flap"), playground("flap", namespace, "qwen-flap")])
+    wait_until(lambda: reason(cp, "pl/flap", namespace) == "Available", "Available", 60, operator.log)
+    pod = _serving_pod(cp, namespace, "flap")
+    name = pod["metadata"]["name"]
+    runner = next(c["image"] for c in pod["spec"]["containers"] if c["name"] == "model-runner")
+    loader = next(c["image"] for c in pod["spec"]["initContainers"] if c["name"] == "model-loader")
+    loaded = container_status("model-loader", loader, {"terminated": {"exitCode": 0, "reason": "Completed"}})
+    pull = {"waiting": {"reason": "ImagePullBackOff", "message": f'Back-off pulling image "{runner}"'}}
+    kubelet_reports(
+        cp,
+        namespace,
+        name,
+        not_ready_status([container_status("model-runner", runner, pull)], [loaded], "Pending"),
+    )
+    for what in ("pl/flap", "isvc/flap"):
+        wait_until(
+            lambda w=what: reason(cp, w, namespace) == "ImagePullBackOff", f"{what} lost", 30, operator.log
+        )
+    lost = get(cp, "pl/flap", namespace) or {}
+    assert condition(lost, "Available")["status"] == "False"
+    assert runner in condition(lost, "Available")["message"]
+    assert lost["status"]["replicas"] == 0
+
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    running = container_status("model-runner", runner, {"running": {"startedAt": now}})
+    running["ready"], running["started"] = True, True
+    ready = not_ready_status([running], [loaded], "Running", initialized=True)
+    for cond in ready["status"]["conditions"]:
+        if cond["type"] in {"ContainersReady", "Ready"}:
+            cond["status"] = "True"
+    kubelet_reports(cp, namespace, name, ready)
+    for what in ("pl/flap", "isvc/flap"):
+        wait_until(
+            lambda w=what: reason(cp, w, namespace) == "Available", f"{what} regained", 30, operator.log
+        )
+    regained = get(cp, "pl/flap", namespace) or {}
+    assert condition(regained, "Available")["status"] == "True"
+    assert regained["status"]["replicas"] == 1
+    events = (get(cp, "events", namespace) or {}).get("items", [])
+    mine = [
+        (e["reason"], e["type"])
+        for e in events
+        if e["involvedObject"]["kind"] == "Playground" and e["involvedObject"]["name"] == "flap"
+    ]
+    assert ("ImagePullBackOff", "Warning") in mine, mine
 
 
 def test_deleted_lws_comes_back_with_a_new_uid(cp: ControlPlane, operator: Operator, namespace: str) -> None:
@@ -374,6 +451,17 @@ def test_webhooks_default_openmodels_and_reject_bad_argument_templates(
     live = get(cp, "om/qwen-webhook") or {}
     assert live["metadata"]["labels"]["llmaz.io/model-family-name"] == "qwen2"
     assert live["spec"]["createdAt"]
+    # the rest of llmaz's OpenModel defaulting, done by the CRD's defaults
+    assert live["spec"]["ownedBy"] == "llmaz"
+    assert live["spec"]["source"]["modelHub"]["name"] == "Huggingface"
+    assert live["spec"]["source"]["modelHub"]["revision"] == "main"
+    dated = model("qwen-dated")
+    dated["spec"]["createdAt"] = "2024-01-02T03:04:05Z"
+    dated["spec"]["ownedBy"] = "team-search"
+    cp.apply([dated])
+    kept = (get(cp, "om/qwen-dated") or {})["spec"]
+    assert (kept["createdAt"], kept["ownedBy"]) == ("2024-01-02T03:04:05Z", "team-search")
+    cp.kubectl("delete", "om/qwen-dated")
     bad = {
         "apiVersion": API,
         "kind": "BackendRuntime",
@@ -397,6 +485,46 @@ def test_plugin_backendruntimes_are_applied_at_startup(cp: ControlPlane, operato
     assert br["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "llmaz"
     assert condition(br, "Managed")["reason"] == "Plugin"
     assert "Plugin" in cp.kubectl("get", "br", "vllm").stdout
+    # image and version from the operator config's ``backends`` instead of the plugin's
+    ollama = (get(cp, "br/ollama") or {})["spec"]
+    assert (ollama["image"], ollama["version"]) == (
+        BACKEND_OVERRIDE["ollama"]["image"],
+        BACKEND_OVERRIDE["ollama"]["version"],
+    )
+
+
+def test_a_runtime_whose_plugin_was_removed_is_marked_and_left_alone(
+    cp: ControlPlane, operator: Operator
+) -> None:
+    """What an operator finds after its image lost a backend plugin: a BackendRuntime labelled as
+    the operator's whose plugin is not installed. It says so, and is never changed."""
+    name = "retired-engine"
+    since = time.time()
+    cp.apply(
+        [
+            {
+                "apiVersion": API,
+                "kind": "BackendRuntime",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "llmaz"}},
+                "spec": {
+                    "image": "example.com/retired",
+                    "version": "v1",
+                    "recommendedConfigs": [{"name": "default", "args": ["--model", "{{ .ModelPath }}"]}],
+                },
+            }
+        ]
+    )
+    managed = wait_until(
+        lambda: condition(get(cp, f"br/{name}"), "Managed") or None, "the Managed condition", 30, operator.log
+    )
+    assert (managed["status"], managed["reason"]) == ("False", "PluginNotInstalled")
+    assert f"backend plugin '{name}' is not installed" in managed["message"]
+    assert "PluginNotInstalled" in cp.kubectl("get", "br", name).stdout
+    br = get(cp, f"br/{name}") or {}
+    assert br["spec"]["image"] == "example.com/retired"
+    writes = [w for w in audit_writes(cp, operator.user, since) if f" backendruntimes /{name}" in w]
+    assert writes == [], f"the operator changed a runtime it does not manage: {writes}"
+    cp.kubectl("delete", f"br/{name}")
 
 
 def test_removing_elastic_config_deletes_the_hpa_and_scale_works(
@@ -443,6 +571,15 @@ def test_removing_elastic_config_deletes_the_hpa_and_scale_works(
         '[{"op":"remove","path":"/spec/elasticConfig"}]',
     )
     wait_until(lambda: get(cp, "hpa/elastic", namespace) is None, "HPA pruned", 10, operator.log)
+    # replicas belong to the Playground's scale subresource (the HPA's, or kubectl scale's): the
+    # operator never wrote the Playground itself, only its status
+    playground_writes = [
+        w
+        for w in audit_writes(cp, operator.user, 0)
+        if f" {namespace}/elastic" in w and w.split()[1].startswith("playgrounds")
+    ]
+    assert playground_writes, "expected status writes"
+    assert all(w.split()[1] == "playgrounds/status" for w in playground_writes), playground_writes
 
 
 def test_deleting_a_playground_removes_every_child(
@@ -731,10 +868,21 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     assert writes == [], writes
     status, body = operator.http(operator.metrics_port, "/metrics")
     assert status == 200
-    assert 'llmaz_reconciles_total{kind="Playground"}' in body
-    assert 'llmaz_reconcile_duration_seconds_count{kind="Service"}' in body
-    assert "llmaz_api_writes_total" in body
+    samples = {
+        (s.name, s.labels.get("kind") or s.labels.get("verb")): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    for kind in ("Playground", "Service"):
+        assert samples[("llmaz_reconciles_total", kind)] > 0
+        assert samples[("llmaz_reconcile_duration_seconds_count", kind)] > 0
+        assert ("llmaz_reconcile_errors_total", kind) in samples
+        assert samples[("llmaz_objects_managed", kind)] >= 1  # "quiet" at least
+    assert samples[("llmaz_queue_depth", None)] == 0  # converged: nothing waiting
+    assert samples[("llmaz_leader", None)] == 1
+    assert samples[("llmaz_api_writes_total", "PATCH")] > 0
     assert operator.http(operator.health_port, "/healthz") == (200, "ok\n")
+    assert operator.http(operator.health_port, "/readyz") == (200, "leader\n")
 
 
 UNUSED_IN_THIS_RUN: dict[tuple[str, str, str], str] = {
@@ -805,7 +953,13 @@ def test_standby_takes_over_after_the_leader_is_killed(
         wait_until(lambda: reason(cp, "pl/before", namespace) == "Available", "Available", 60, operator.log)
         assert audit_writes(cp, standby.user, since) == [], "a standby wrote"
 
+        # a user replaced a plugin's runtime with their own: the new leader's start-up (which
+        # applies every plugin's runtime) must leave it alone
+        cp.kubectl("delete", "br/tgi", "--wait=true")
+        cp.apply([USER_TGI])
+
         operator.stop(signal.SIGKILL)
+        killed = time.time()
         cp.apply([playground("after", namespace, "qwen-i")])  # pending work while nobody leads
         start = time.monotonic()
         wait_until(standby.ready, "the standby to take the Lease", 30, standby.log)
@@ -813,8 +967,27 @@ def test_standby_takes_over_after_the_leader_is_killed(
             lambda: reason(cp, "pl/after", namespace) == "Available", "pending work done", 60, standby.log
         )
         assert time.monotonic() - start < 30
+        tgi = get(cp, "br/tgi") or {}
+        assert tgi["spec"]["image"] == USER_TGI["spec"]["image"]
+        assert "app.kubernetes.io/managed-by" not in (tgi["metadata"].get("labels") or {})
+        assert [w for w in audit_writes(cp, standby.user, killed) if " backendruntimes /tgi" in w] == []
+        assert "BackendRuntime tgi was created by a user: left alone" in standby.log.read_text()
 
         assert standby.stop(signal.SIGTERM, timeout=25) == 0, standby.log.read_text()
         lease = get(cp, f"lease/{LEASE}", SA_NAMESPACE)
         assert lease is not None
         assert not lease["spec"].get("holderIdentity"), "the Lease was not released"
+    cp.kubectl("delete", "br/tgi")  # the next operator to start applies the plugin's again
+
+
+USER_TGI: dict[str, Any] = {
+    "apiVersion": API,
+    "kind": "BackendRuntime",
+    "metadata": {"name": "tgi"},
+    "spec": {
+        "image": "example.com/my-own-tgi",
+        "version": "v1",
+        "recommendedConfigs": [{"name": "default", "args": ["--model-id", "{{ .ModelPath }}"]}],
+    },
+}
+"""A user's BackendRuntime under a plugin's name, without the operator's managed-by label."""
