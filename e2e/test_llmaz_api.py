@@ -170,3 +170,129 @@ def test_llmaz_category_printer_columns_and_scale_subresource(
     pg = control_plane.get_json("playground", "opt-125m", "-n", namespace)
     assert pg["spec"]["replicas"] == 3
     control_plane.kubectl("delete", "openmodel", "opt-125m")
+
+
+# ------------------------------------------- llmaz's webhook suite (test/integration/webhook), here
+
+
+def _om(name: str, source: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "llmaz.io/v1alpha1",
+        "kind": "OpenModel",
+        "metadata": {"name": name},
+        "spec": {"familyName": "qwen2", "source": source, **spec},
+    }
+
+
+def _pl(name: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Playground",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": spec,
+    }
+
+
+def _isvc(name: str, models: list[dict[str, Any]]) -> dict[str, Any]:
+    runner = {"name": "model-runner", "image": "example.com/engine:v1"}
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "modelClaims": {"models": models},
+            "workloadTemplate": {"workerTemplate": {"spec": {"containers": [runner]}}},
+        },
+    }
+
+
+def _br(name: str, **spec: Any) -> dict[str, Any]:
+    configs = [{"name": "default", "args": ["--model", "{{ .ModelPath }}"]}]
+    return {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "BackendRuntime",
+        "metadata": {"name": name},
+        "spec": {"image": "vllm/vllm-openai", "version": "v0.6.0", "recommendedConfigs": configs, **spec},
+    }
+
+
+HUB = {"modelHub": {"modelID": "Qwen/Qwen2-0.5B-Instruct"}}
+CPU = {"limits": {"cpu": "5"}}
+
+LLMAZ_WEBHOOK_SUITE_ACCEPTS: dict[str, dict[str, Any]] = {
+    "model-huggingface": _om("m-hf", HUB),
+    "model-modelscope": _om("m-ms", {"modelHub": {"name": "ModelScope", "modelID": "qwen/Qwen2-0.5B"}}),
+    "model-oss-uri": _om("m-oss", {"uri": "oss://bucket.endpoint/models/qwen2"}),
+    "model-host-uri": _om("m-host", {"uri": "host:///models/qwen2"}),
+    "model-hf-filename": _om(
+        "m-gguf", {"modelHub": {"modelID": "Qwen/Qwen2-0.5B-Instruct-GGUF", "filename": "q5.gguf"}}
+    ),
+    "model-allow-and-ignore-patterns": _om(
+        "m-pat", {"modelHub": {**HUB["modelHub"], "allowPatterns": ["*.json"], "ignorePatterns": ["*.bin"]}}
+    ),
+    "model-custom-owned-by-and-created-at": _om(
+        "m-own", HUB, ownedBy="team-search", createdAt="2024-01-02T03:04:05Z"
+    ),
+    "playground": _pl("p", modelClaim={"modelName": "m"}),
+    "playground-limit-without-request": _pl(
+        "p-lim", modelClaim={"modelName": "m"}, backendRuntimeConfig={"resources": CPU}
+    ),
+    "playground-unknown-backend-name": _pl(
+        "p-be", modelClaim={"modelName": "m"}, backendRuntimeConfig={"backendName": "not-installed"}
+    ),
+    "playground-claims-main-without-role": _pl(
+        "p-role", modelClaims={"models": [{"name": "m"}, {"name": "d", "role": "draft"}]}
+    ),
+    # llmaz rejects min == max (its bug 10); a fixed-size elastic Playground is valid here
+    "playground-min-equals-max": _pl(
+        "p-mm", modelClaim={"modelName": "m"}, elasticConfig={"minReplicas": 2, "maxReplicas": 2}
+    ),
+    "service": _isvc("s", [{"name": "m"}]),
+    "service-main-without-role": _isvc("s-role", [{"name": "m"}, {"name": "d", "role": "draft"}]),
+    "backendruntime-vllm": _br(
+        "b-vllm",
+        resources={"requests": {"cpu": "4", "memory": "8Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}},
+    ),
+    "backendruntime-extra-config-unknown": _br(
+        "b-extra",
+        recommendedConfigs=[
+            {"name": "default", "args": ["--model", "{{ .ModelPath }}"]},
+            {"name": "unknown", "args": ["--model", "{{ .ModelPath }}", "--served-model-name", "x"]},
+        ],
+    ),
+    "backendruntime-without-resources": _br("b-nores"),
+}
+"""Every object llmaz's webhook integration suite expects to be admitted (its ``model_test.go``,
+``playground_test.go``, ``service_test.go`` and ``backendruntime_test.go``)."""
+
+LLMAZ_WEBHOOK_SUITE_REJECTS: dict[str, tuple[dict[str, Any], str]] = {
+    "model-unknown-hub": (
+        _om("m-hub", {"modelHub": {"name": "GitHub", "modelID": "Qwen/Qwen2"}}),
+        'spec.source.modelHub.name: Unsupported value: "GitHub"',
+    ),
+    "backendruntime-limit-below-request": (
+        _br("b-lim", resources={"requests": {"cpu": "4"}, "limits": {"cpu": "1"}}),
+        "spec.resources",
+    ),
+    "service-single-draft": (
+        _isvc("s-draft", [{"name": "d", "role": "draft"}]),
+        "spec.modelClaims",
+    ),
+}
+"""Rejections of that suite the invalid corpus (``test_invalid_object_is_rejected_with_offline_message``)
+does not hold, each with the field the API server's answer must name."""
+
+
+@pytest.mark.parametrize("case", sorted(LLMAZ_WEBHOOK_SUITE_ACCEPTS))
+def test_llmaz_webhook_suite_accepts(control_plane: ControlPlane, crds: list[str], case: str) -> None:
+    obj = LLMAZ_WEBHOOK_SUITE_ACCEPTS[case]
+    res = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=obj, check=False)
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize("case", sorted(LLMAZ_WEBHOOK_SUITE_REJECTS))
+def test_llmaz_webhook_suite_rejects(control_plane: ControlPlane, crds: list[str], case: str) -> None:
+    obj, field = LLMAZ_WEBHOOK_SUITE_REJECTS[case]
+    res = control_plane.kubectl("create", "--dry-run=server", "-f", "-", input=obj, check=False)
+    assert res.returncode != 0, f"{case} was accepted"
+    assert field in res.stderr, res.stderr

@@ -67,6 +67,8 @@ RELEASE_ACCOUNT = release_fullname(RELEASE)
 """The chart release's ServiceAccount: the module's operator runs with exactly the chart's RBAC."""
 BACKEND_OVERRIDE = {"ollama": {"image": "registry.example.com/mirror/ollama", "version": "0.6.8-e2e"}}
 """The module operator's ``backends`` config: a mirrored image and a pinned version for one plugin."""
+LOADER_IMAGE = "registry.example.com/mirror/llmaz-python:e2e"
+"""The module operator's ``modelLoader.image`` (llmaz's global config ``init-container-image``)."""
 
 
 @pytest.fixture(scope="module")
@@ -108,13 +110,9 @@ def operator(
     control_plane: ControlPlane, release: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Operator]:
     workdir = tmp_path_factory.mktemp("operator")
-    with running_operator(
-        control_plane,
-        workdir,
-        RELEASE_ACCOUNT,
-        extra_config={**PREHEAT_CONFIG, "backends": BACKEND_OVERRIDE},
-        kubeconfig=release,
-    ) as op:
+    loader = {**PREHEAT_CONFIG["modelLoader"], "image": LOADER_IMAGE}
+    config = {"backends": BACKEND_OVERRIDE, "modelLoader": loader}
+    with running_operator(control_plane, workdir, RELEASE_ACCOUNT, config, kubeconfig=release) as op:
         wait_until(op.ready, "the operator to lead and list its watches", timeout=60, log=op.log)
         control_plane.apply(webhook_configurations(op.webhook_port, op.ca))
         try:
@@ -154,6 +152,9 @@ def test_playground_converges_with_owned_children_status_and_events(
         assert ref["blockOwnerDeletion"] is True
         fields = {m["manager"] for m in child["metadata"]["managedFields"] if m["operation"] == "Apply"}
         assert fields == {"llmaz"}
+    # the model loader image of the operator config, in every pod template (llmaz's service suite)
+    template = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert [c["image"] for c in template["initContainers"]] == [LOADER_IMAGE]
     status = pl["status"]
     assert status["replicas"] == 1
     assert status["selector"] == isvc["status"]["selector"]
@@ -439,6 +440,47 @@ def test_backendruntime_appearing_and_changing_rolls_out(
     cp.kubectl("delete", f"br/{name}", "--wait=false")
 
 
+def test_custom_ollama_runtime_and_an_ollama_model_serve_every_replica(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """llmaz's e2e scenario 1: a user's own ollama BackendRuntime, an ``ollama://`` model and an env
+    var; the Playground is Available with replicas x size pods (no engine runs: KWOK's pods)."""
+    name = f"ollama-{namespace}"[:40].rstrip("-")
+    runtime = {
+        "apiVersion": API,
+        "kind": "BackendRuntime",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "ollama/ollama",
+            "version": "latest",
+            "command": ["sh", "-c"],
+            "recommendedConfigs": [
+                {
+                    "name": "default",
+                    "args": ["ollama serve & sleep 2 && ollama pull {{ .ModelName }} && wait"],
+                }
+            ],
+        },
+    }
+    om = model("qwen-ollama")
+    om["spec"]["source"] = {"uri": "ollama://qwen2:0.5b"}
+    brc = {"backendName": name, "envs": [{"name": "OLLAMA_HOST", "value": "0.0.0.0:8080"}]}
+    pl = playground("ollama", namespace, "qwen-ollama", backendRuntimeConfig=brc)
+    pl["spec"]["replicas"] = 2
+    cp.apply([runtime, om, pl])
+    wait_until(lambda: reason(cp, "pl/ollama", namespace) == "Available", "Available", 60, operator.log)
+    pods = (get(cp, "pods", namespace) or {}).get("items", [])
+    serving = [p for p in pods if p["metadata"]["labels"].get("leaderworkerset.sigs.k8s.io/name") == "ollama"]
+    lws = (get(cp, "leaderworkerset/ollama", namespace) or {})["spec"]
+    assert len(serving) == lws["replicas"] * lws["leaderWorkerTemplate"]["size"] == 2
+    runner = serving[0]["spec"]["containers"][0]
+    assert runner["image"] == "ollama/ollama:latest"
+    assert {"name": "OLLAMA_HOST", "value": "0.0.0.0:8080"} in runner["env"]
+    assert "ollama pull qwen2:0.5b" in runner["args"][0]
+    assert "initContainers" not in serving[0]["spec"]  # an ollama:// model is pulled by the engine
+    cp.kubectl("delete", f"br/{name}", "--wait=false")
+
+
 def reason_of(cp: ControlPlane, what: str) -> str | None:
     return condition(get(cp, what), "Managed").get("reason")
 
@@ -550,6 +592,8 @@ def test_removing_elastic_config_deletes_the_hpa_and_scale_works(
     cp.apply([model("qwen-e"), playground("elastic", namespace, "qwen-e", elasticConfig=elastic)])
     hpa = wait_until(lambda: get(cp, "hpa/elastic", namespace), "HPA", 30, operator.log)
     assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": API, "kind": "Playground", "name": "elastic"}
+    assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)
+    assert hpa["spec"]["metrics"] == elastic["scaleTrigger"]["hpa"]["metrics"]
     wait_until(lambda: reason(cp, "pl/elastic", namespace) == "Available", "Available", 60, operator.log)
 
     cp.kubectl("scale", "pl/elastic", "-n", namespace, "--replicas=2")
@@ -962,11 +1006,26 @@ def test_standby_takes_over_after_the_leader_is_killed(
         killed = time.time()
         cp.apply([playground("after", namespace, "qwen-i")])  # pending work while nobody leads
         start = time.monotonic()
+        # The webhooks still point at the dead leader, as the chart's webhook Service has no ready
+        # endpoint while its only replica starts: the new leader must become ready anyway (its
+        # start-up once waited for its own BackendRuntime writes, which needed that webhook).
         wait_until(standby.ready, "the standby to take the Lease", 30, standby.log)
+        cp.apply(webhook_configurations(standby.webhook_port, standby.ca))  # the Service's new endpoint
         wait_until(
             lambda: reason(cp, "pl/after", namespace) == "Available", "pending work done", 60, standby.log
         )
         assert time.monotonic() - start < 30
+        # the plugin runtime whose write was refused is applied once the webhook answers: the new
+        # leader has no override, so ollama goes back to the plugin's image and version
+        wait_until(
+            lambda: (
+                (get(cp, "br/ollama") or {}).get("spec", {}).get("image")
+                != BACKEND_OVERRIDE["ollama"]["image"]
+            ),
+            "the refused BackendRuntime write retried",
+            45,
+            standby.log,
+        )
         tgi = get(cp, "br/tgi") or {}
         assert tgi["spec"]["image"] == USER_TGI["spec"]["image"]
         assert "app.kubernetes.io/managed-by" not in (tgi["metadata"].get("labels") or {})

@@ -97,6 +97,12 @@ def test_default_config_trigger() -> None:
     }
 
 
+def test_playground_trigger_wins_over_the_backends() -> None:
+    """llmaz's hpa_test (c): a trigger on both the Playground and the runtime's config."""
+    out = render(playground({"maxReplicas": 2, "scaleTrigger": {"hpa": {"metrics": [MEMORY]}}}))
+    assert out.objects[0]["spec"]["metrics"] == [MEMORY]
+
+
 def test_elastic_without_trigger_explains_why() -> None:
     out = render(playground({"maxReplicas": 2}, config_name="bare"), config_name="bare")
     assert out.objects == []

@@ -85,6 +85,20 @@ def test_skip_loader_passes_hub_id_and_injects_token_references() -> None:
     }
 
 
+def test_s3_model_with_skip_loader_hands_the_uri_to_the_engine_with_aws_credentials() -> None:
+    """llmaz's e2e scenario 7 (``s3://`` model, loader skipped): templates only."""
+    pg = playground(
+        "p", {"modelClaim": {"modelName": "m"}}, annotations={"llmaz.io/skip-model-loader": "true"}
+    )
+    objs = render_all(pg, [model("m", {"uri": "s3://test-bucket/opt-125m"})])
+    t = worker(objs)
+    assert "initContainers" not in t["spec"]
+    c = runner(t)
+    assert c["args"][1] == "s3://test-bucket/opt-125m"
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in c["env"] if "valueFrom" in e}
+    assert refs["AWS_ACCESS_KEY_ID"] == refs["AWS_SECRET_ACCESS_KEY"] == "aws-access-secret"
+
+
 def test_modelscope_loader_inputs() -> None:
     objs = render_all(
         playground("p", {"modelClaim": {"modelName": "m"}}),
