@@ -387,6 +387,7 @@ def test_hand_edits_of_owned_fields_are_put_back_and_user_labels_survive(
     cp.kubectl(
         "label", "isvc/edit", "-n", namespace, "team=search", "llmaz.io/model-name=hijacked", "--overwrite"
     )
+    cp.kubectl("annotate", "leaderworkerset/edit", "-n", namespace, "example.com/owner=alice")
 
     def restored() -> bool:
         isvc = get(cp, "isvc/edit", namespace) or {}
@@ -398,17 +399,30 @@ def test_hand_edits_of_owned_fields_are_put_back_and_user_labels_survive(
         )
 
     wait_until(restored, "owned fields restored, user label kept", 10, operator.log)
+    # a later re-apply of the LeaderWorkerSet (a new Playground generation) keeps the annotation
+    cp.kubectl("patch", "pl/edit", "-n", namespace, "--type=merge", "-p", '{"spec":{"replicas":2}}')
+
+    def reapplied() -> dict[str, Any] | None:
+        lws = get(cp, "leaderworkerset/edit", namespace)
+        return lws if lws and lws["spec"]["replicas"] == 2 else None
+
+    lws = wait_until(reapplied, "the LWS re-applied", 10, operator.log)
+    assert lws["metadata"]["annotations"]["example.com/owner"] == "alice"
 
 
 def test_backendruntime_appearing_and_changing_rolls_out(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:
     name = f"custom-{namespace}"[:40].rstrip("-")
+    users = ("br", "br-2")
     cp.apply(
-        [model("qwen-d"), playground("br", namespace, "qwen-d", backendRuntimeConfig={"backendName": name})]
+        [
+            model("qwen-d"),
+            *(playground(u, namespace, "qwen-d", backendRuntimeConfig={"backendName": name}) for u in users),
+        ]
     )
     wait_until(
-        lambda: reason(cp, "pl/br", namespace) == "BackendRuntimeNotFound",
+        lambda: all(reason(cp, f"pl/{u}", namespace) == "BackendRuntimeNotFound" for u in users),
         "BackendRuntimeNotFound",
         30,
         operator.log,
@@ -426,18 +440,57 @@ def test_backendruntime_appearing_and_changing_rolls_out(
     }
     cp.apply([runtime])
 
-    def image() -> str | None:
-        lws = get(cp, "leaderworkerset/br", namespace)
-        if lws is None:
-            return None
-        return str(lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"])
+    def images() -> set[str | None]:
+        out: set[str | None] = set()
+        for u in users:
+            lws = get(cp, f"leaderworkerset/{u}", namespace)
+            spec = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"] if lws else None
+            out.add(str(spec["containers"][0]["image"]) if spec else None)
+        return out
 
-    wait_until(lambda: image() == "example.com/engine:v1", "LWS from the new runtime", 10, operator.log)
+    wait_until(lambda: images() == {"example.com/engine:v1"}, "LWSs from the new runtime", 10, operator.log)
     cp.kubectl("patch", f"br/{name}", "--type=merge", "-p", '{"spec":{"version":"v2"}}')
-    wait_until(lambda: image() == "example.com/engine:v2", "the edit rolled out", 10, operator.log)
-    # a BackendRuntime a user created is never managed by the operator, and says so
+    wait_until(lambda: images() == {"example.com/engine:v2"}, "the edit rolled out to both", 10, operator.log)
+    # a BackendRuntime a user created is never managed by the operator, and says so; its status
+    # names the objects using it (written after a quiet second, at most 30 s later)
     wait_until(lambda: reason_of(cp, f"br/{name}") == "UserCreated", "UserCreated", 10, operator.log)
+    in_use = wait_until(
+        lambda: condition(get(cp, f"br/{name}"), "InUse") or None, "the runtime's InUse", 35, operator.log
+    )
+    assert in_use["reason"] == "Referenced"
+    for u in users:
+        assert f"Playground {namespace}/{u}" in in_use["message"], in_use["message"]
     cp.kubectl("delete", f"br/{name}", "--wait=false")
+
+
+def test_editing_an_openmodel_rolls_out_to_every_dependent(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    users = ("om-a", "om-b")
+    cp.apply([model("qwen-edit"), *(playground(u, namespace, "qwen-edit") for u in users)])
+
+    def loader_model_ids() -> set[str | None]:
+        out: set[str | None] = set()
+        for u in users:
+            lws = get(cp, f"leaderworkerset/{u}", namespace)
+            if lws is None:
+                out.add(None)
+                continue
+            init = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["initContainers"][0]
+            out.add(next((e["value"] for e in init["env"] if e["name"] == layout.ENV_MODEL_ID), None))
+        return out
+
+    wait_until(lambda: loader_model_ids() == {"Qwen/qwen-edit"}, "both LWSs", 30, operator.log)
+    cp.kubectl(
+        "patch",
+        "om/qwen-edit",
+        "--type=merge",
+        "-p",
+        '{"spec":{"source":{"modelHub":{"modelID":"Qwen/v2"}}}}',
+    )
+    wait_until(
+        lambda: loader_model_ids() == {"Qwen/v2"}, "the model edit rolled out to both", 10, operator.log
+    )
 
 
 def test_custom_ollama_runtime_and_an_ollama_model_serve_every_replica(
