@@ -571,6 +571,22 @@ def test_webhooks_default_openmodels_and_reject_bad_argument_templates(
     assert res.returncode != 0
     assert "spec.recommendedConfigs[0].args[1]: unknown template variable '{{ .ModelPth }}'" in res.stderr
     assert get(cp, "br/typo") is None
+    # llmaz's BackendRuntime webhook rule: no limit below its request (CEL cannot check it in budget)
+    greedy = {
+        "apiVersion": API,
+        "kind": "BackendRuntime",
+        "metadata": {"name": "greedy"},
+        "spec": {
+            "image": "example.com/engine",
+            "version": "v1",
+            "recommendedConfigs": [
+                {"name": "default", "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "1"}}}
+            ],
+        },
+    }
+    res = cp.kubectl("apply", "--server-side", "-f", "-", input=[greedy], check=False)
+    assert res.returncode != 0
+    assert "spec.recommendedConfigs[0].resources.limits[cpu]: limit 1 is below its request 4" in res.stderr
     cp.kubectl("delete", "om/qwen-webhook")  # deletes are never sent to the webhooks
 
 

@@ -17,6 +17,7 @@ from llmaz.operator.admission import (
     review,
     webhook,
 )
+from llmaz.plugins import PluginManager
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
@@ -108,3 +109,26 @@ def test_a_bad_backendruntime_is_refused_with_422_naming_the_field() -> None:
     assert answer["status"]["message"].startswith(
         "spec.recommendedConfigs[0].args[0]: unknown template variable '{{ .ModelPth }}'"
     )
+
+
+def test_backendruntime_limit_below_request_is_refused_naming_config_and_resource() -> None:
+    """llmaz's BackendRuntime webhook rule (its suite: limit cpu 1 below request cpu 4)."""
+    spec = {
+        "recommendedConfigs": [
+            {"name": "default", "resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "1"}}},
+            {"name": "big", "resources": {"requests": {"memory": "1Gi"}, "limits": {"memory": "1024Mi"}}},
+            {"name": "limits-only", "resources": {"limits": {"cpu": "1"}}},
+        ]
+    }
+    assert backendruntime_problems(spec) == [
+        "spec.recommendedConfigs[0].resources.limits[cpu]: limit 1 is below its request 4"
+    ]
+
+
+def test_every_installed_backend_plugins_runtime_is_admitted() -> None:
+    """The operator applies these at start-up through its own webhook: none may be refused."""
+    plugins = PluginManager.from_environment(environ={})
+    assert plugins.backends
+    for name, backend in plugins.backends.items():
+        spec = backend.backend_runtime().to_manifest()["spec"]
+        assert backendruntime_problems(spec) == [], name

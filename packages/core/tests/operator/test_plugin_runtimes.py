@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from llmaz.operator.backendruntimes import keep_applying_plugin_runtimes
+from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.kube import KubeError, KubeUnreachable
 from llmaz.operator.metrics import Metrics
@@ -33,23 +33,42 @@ class RefusingApiServer:
         return obj
 
 
-def test_refused_applies_are_retried_until_every_plugin_runtime_is_applied() -> None:
-    webhook_down = KubeError(
-        "PATCH",
-        "/apis/inference.llmaz.io/v1alpha1/backendruntimes/ollama",
-        500,
-        'failed calling webhook "backendruntime-args.inference.llmaz.io": connection refused',
-    )
-    api = RefusingApiServer([webhook_down, KubeUnreachable("connection reset")])
-    plugins = PluginManager.from_environment(environ={})
-    rt = Runtime(
+def _runtime(api: RefusingApiServer, plugins: PluginManager) -> Runtime:
+    return Runtime(
         config=OperatorConfig(),
         plugins=plugins,
         kube=api,  # type: ignore[arg-type]
         metrics=Metrics(),
         identity="unit",
     )
-    failures = asyncio.run(keep_applying_plugin_runtimes(rt, delays=(0.0,)))
-    assert failures == 2
+
+
+async def _start_up_then_background(rt: Runtime) -> tuple[int, int]:
+    """What start-up does; returns (background tasks left by start-up, tasks still running after
+    they were awaited)."""
+    await apply_plugin_runtimes_at_startup(rt, delays=(0.0,))
+    left = len(rt.tasks)
+    await asyncio.gather(*list(rt.tasks))
+    return left, len(rt.tasks)
+
+
+def test_start_up_applies_every_plugin_runtime_before_going_on() -> None:
+    api = RefusingApiServer([])
+    plugins = PluginManager.from_environment(environ={})
+    assert asyncio.run(_start_up_then_background(_runtime(api, plugins))) == (0, 0)
     assert sorted(api.applied) == sorted(plugins.backends)
-    assert "vllm" in api.applied
+
+
+def test_refused_applies_do_not_hold_up_start_up_and_are_retried_until_applied() -> None:
+    webhook_down = KubeError(
+        "PATCH",
+        "/apis/inference.llmaz.io/v1alpha1/backendruntimes/ollama",
+        500,
+        'failed calling webhook "backendruntime-args.inference.llmaz.io": connection refused',
+    )
+    api = RefusingApiServer([webhook_down, KubeUnreachable("connection reset"), webhook_down])
+    plugins = PluginManager.from_environment(environ={})
+    left, running = asyncio.run(_start_up_then_background(_runtime(api, plugins)))
+    assert (left, running) == (1, 0)  # start-up went on with one retry task, which finished
+    assert api.refusals == []
+    assert sorted(api.applied) == sorted(plugins.backends)

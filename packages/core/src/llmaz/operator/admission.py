@@ -5,7 +5,9 @@
   ``spec.createdAt`` (the ``created`` of the OpenAI ``/models`` answer) set once, at creation.
 * BackendRuntime validation: every ``{{ ... }}`` in recommended-config args is a known llmaz
   variable in llmaz's syntax (``{{ .ModelPath }}``), so a typo is rejected at ``kubectl apply``
-  instead of surfacing later as ``InvalidTemplate`` on every Playground using it.
+  instead of surfacing later as ``InvalidTemplate`` on every Playground using it; and no resource
+  limit of a recommended config is below its request (llmaz's BackendRuntime webhook rule, which a
+  CRD rule cannot check: CEL over a list of int-or-string maps exceeds the API server's cost budget).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from llmaz.api import BackendRuntime, OpenModel
+from llmaz.api import BackendRuntime, OpenModel, quantity
 from llmaz.api.conventions import KNOWN_VARIABLES, LABEL_MODEL_FAMILY_NAME, PLACEHOLDER
 
 __all__ = [
@@ -50,7 +52,8 @@ def openmodel_defaults(
 
 
 def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
-    """``<field>: <problem>`` for each malformed or unknown argument placeholder."""
+    """``<field>: <problem>`` for each malformed or unknown argument placeholder and each resource
+    limit of a recommended config below its request."""
     problems: list[str] = []
     known = ", ".join(KNOWN_VARIABLES)
     for i, config in enumerate(spec.get("recommendedConfigs") or []):
@@ -71,6 +74,20 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
             rest = _BRACES.sub("", text)
             if "{{" in rest or "}}" in rest:
                 problems.append(f"{field}: unbalanced '{{{{' or '}}}}' in {text!r}")
+        problems += _resource_problems(config.get("resources") or {}, f"spec.recommendedConfigs[{i}]")
+    return problems
+
+
+def _resource_problems(resources: Mapping[str, Any], prefix: str) -> list[str]:
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    problems = []
+    for key in sorted(set(limits) & set(requests)):
+        lim, req = quantity.parse(limits[key]), quantity.parse(requests[key])
+        if lim is not None and req is not None and lim < req:
+            problems.append(
+                f"{prefix}.resources.limits[{key}]: limit {limits[key]} is below its request {requests[key]}"
+            )
     return problems
 
 

@@ -4,11 +4,11 @@ Image and version come from the plugin unless ``OperatorConfig.backends`` overri
 existing BackendRuntime without the ``app.kubernetes.io/managed-by=llmaz`` label was created by a
 user and is never touched; one that already holds what the plugin wants is not written again.
 
-The apply runs in the background and is retried with backoff until it succeeds: it must not hold up
-start-up, because with the admission webhooks switched on, a BackendRuntime write is admitted by
-the operator's own webhook, reached through a Service that sends requests only to ready replicas,
-and a replica is ready only once start-up is done. A single replica waiting on its own webhook at
-start-up never became ready.
+The apply is tried once at start-up; when it fails, start-up goes on and the apply is retried in the
+background with backoff until it succeeds. Start-up must not wait for it: with the admission
+webhooks on, a BackendRuntime write is admitted by the operator's own webhook, reached through a
+Service that sends requests only to ready replicas, and a replica is ready only once start-up is
+done. A single replica that waited for its own webhook at start-up never became ready.
 """
 
 from __future__ import annotations
@@ -52,19 +52,30 @@ def apply_plugin_runtimes(rt: Runtime) -> list[str]:
     return written
 
 
-async def keep_applying_plugin_runtimes(rt: Runtime, delays: Sequence[float] = RETRY_DELAYS) -> int:
-    """:func:`apply_plugin_runtimes` until it succeeds, waiting ``delays`` between attempts (the last
-    one repeated); one warning line per failed attempt. Returns the number of failed attempts."""
-    failures = 0
+async def apply_plugin_runtimes_at_startup(rt: Runtime, delays: Sequence[float] = RETRY_DELAYS) -> None:
+    """:func:`apply_plugin_runtimes` once, so that a ready operator normally has them all; when that
+    fails, retried in the background (waiting ``delays``, the last one repeated) and start-up goes
+    on. One warning line per failed attempt."""
+    try:
+        await asyncio.to_thread(apply_plugin_runtimes, rt)
+    except (KubeError, OSError) as err:
+        _failed(err, delays[0])
+        rt.spawn(_retry(rt, delays))
+
+
+def _failed(err: Exception, delay: float) -> None:
+    log.warning("applying the backend plugins' BackendRuntimes failed (retry in %.0fs): %s", delay, err)
+
+
+async def _retry(rt: Runtime, delays: Sequence[float]) -> None:
+    failures = 1
     while True:
+        await asyncio.sleep(delays[min(failures - 1, len(delays) - 1)])
         try:
             await asyncio.to_thread(apply_plugin_runtimes, rt)
         except (KubeError, OSError) as err:
-            delay = delays[min(failures, len(delays) - 1)]
+            _failed(err, delays[min(failures, len(delays) - 1)])
             failures += 1
-            log.warning(
-                "applying the backend plugins' BackendRuntimes failed (retry in %.0fs): %s", delay, err
-            )
-            await asyncio.sleep(delay)
         else:
-            return failures
+            log.info("applied the backend plugins' BackendRuntimes after %d failed attempts", failures)
+            return

@@ -9,7 +9,7 @@ from typing import Any
 
 import kopf
 
-from llmaz.operator.backendruntimes import keep_applying_plugin_runtimes
+from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.engine import reconcile_many, record_managed
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
@@ -72,7 +72,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
         rt: Runtime = memo[MEMO_KEY]
         configure(settings, rt)
-        rt.spawn(keep_applying_plugin_runtimes(rt))  # never holds up start-up (see its module)
+        await apply_plugin_runtimes_at_startup(rt)  # a failure is retried in the background
         rt.spawn(_resync(rt))
 
     @kopf.on.cleanup(registry=registry)
