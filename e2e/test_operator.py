@@ -194,6 +194,7 @@ def test_playground_converges_with_owned_children_status_and_events(
     )
     assert in_use["reason"] == "Referenced"
     assert f"Playground {namespace}/chat" in in_use["message"]
+    assert "Referenced" in cp.kubectl("get", "om", "qwen-a").stdout.splitlines()[1]  # the INUSE column
     assert f"Service {namespace}/chat" in in_use["message"]
     writes = [w for w in audit_writes(cp, operator.user, 0) if f" {namespace}/" in w]
     # 3 children; per Playground and Service 2 status writes (Pending with the pod selector already
@@ -460,6 +461,7 @@ def test_backendruntime_appearing_and_changing_rolls_out(
     assert in_use["reason"] == "Referenced"
     for u in users:
         assert f"Playground {namespace}/{u}" in in_use["message"], in_use["message"]
+    assert "Referenced" in cp.kubectl("get", "br", name).stdout.splitlines()[1]  # the INUSE column
     cp.kubectl("delete", f"br/{name}", "--wait=false")
 
 

@@ -160,7 +160,7 @@ def test_printer_columns(all_crds: dict[str, dict[str, Any]]) -> None:
         version = all_crds[kind]["spec"]["versions"][0]
         return {c["name"]: c["jsonPath"] for c in version["additionalPrinterColumns"]}
 
-    # llmaz's columns in llmaz's order (kubectl prints them in this order), then preheat's
+    # llmaz's columns in llmaz's order (kubectl prints them in this order), then preheat's and usage
     assert list(columns("OpenModel").items()) == [
         ("OwnedBy", ".spec.ownedBy"),
         ("Age", ".metadata.creationTimestamp"),
@@ -168,6 +168,14 @@ def test_printer_columns(all_crds: dict[str, dict[str, Any]]) -> None:
         ("ModelID", ".spec.source.modelHub.modelID"),
         ("URI", ".spec.source.uri"),
         ("Preheated", ".status.conditions[?(@.type=='Preheated')].reason"),
+        ("InUse", ".status.conditions[?(@.type=='InUse')].reason"),
+    ]
+    assert list(columns("BackendRuntime").items()) == [
+        ("Image", ".spec.image"),
+        ("Version", ".spec.version"),
+        ("Managed", ".status.conditions[?(@.type=='Managed')].reason"),
+        ("InUse", ".status.conditions[?(@.type=='InUse')].reason"),
+        ("Age", ".metadata.creationTimestamp"),
     ]
     assert list(columns("Playground")) == ["Model", "Replicas", "Status", "Age"]
     assert columns("Playground")["Model"] == ".spec.modelClaim.modelName"

@@ -34,6 +34,9 @@ VERSION = "v1alpha1"
 HUGGINGFACE = "Huggingface"
 MODELSCOPE = "ModelScope"
 DEFAULT_OWNED_BY = "llmaz"
+CONDITION_IN_USE = "InUse"
+"""OpenModel and BackendRuntime condition: which Playgrounds and Services use the object (reason
+``Referenced`` or ``Unused``; written by the operator)."""
 MAX_FLAVORS = 8
 
 
@@ -298,6 +301,12 @@ class OpenModel(Resource):
             type="string",
             json_path=".status.conditions[?(@.type=='Preheated')].reason",
             description="Preheat state (label llmaz.io/model-preheat).",
+        ),
+        PrinterColumn(
+            name="InUse",
+            type="string",
+            json_path=f".status.conditions[?(@.type=='{CONDITION_IN_USE}')].reason",
+            description="Referenced (by a Playground or Service, named in the condition) or Unused.",
         ),
     )
 

@@ -26,7 +26,7 @@ from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names 
     DEFAULT_BACKEND,
     MODEL_RUNNER,
 )
-from llmaz.api.core import MAX_FLAVORS, ModelClaim, ModelClaims
+from llmaz.api.core import CONDITION_IN_USE, MAX_FLAVORS, ModelClaim, ModelClaims
 from llmaz.api.k8s import (
     K8S_BOUNDS_KEY,
     EnvVar,
@@ -47,6 +47,8 @@ ANNOTATION_INFERENCE_SERVICE_FLAVORS = ANNOTATION_FLAVORS
 MODEL_RUNNER_CONTAINER = MODEL_RUNNER
 
 CONDITION_AVAILABLE = "Available"
+CONDITION_MANAGED = "Managed"
+"""BackendRuntime condition: which backend plugin manages the object, if any."""
 CONDITION_PROGRESSING = "Progressing"
 CONDITION_INTEGRATIONS_READY = "IntegrationsReady"
 """Whether the operator could apply the integration objects (gateway routes, pools, monitors) of a
@@ -158,8 +160,14 @@ class BackendRuntime(Resource):
         PrinterColumn(
             name="Managed",
             type="string",
-            json_path=".status.conditions[?(@.type=='Managed')].reason",
+            json_path=f".status.conditions[?(@.type=='{CONDITION_MANAGED}')].reason",
             description="Plugin (applied from a backend plugin), UserCreated or PluginNotInstalled.",
+        ),
+        PrinterColumn(
+            name="InUse",
+            type="string",
+            json_path=f".status.conditions[?(@.type=='{CONDITION_IN_USE}')].reason",
+            description="Referenced (by a Playground or Service, named in the condition) or Unused.",
         ),
         PrinterColumn(name="Age", type="date", json_path=".metadata.creationTimestamp"),
     )

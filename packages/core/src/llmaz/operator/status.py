@@ -23,7 +23,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
-from llmaz.api.inference import CONDITION_AVAILABLE, CONDITION_INTEGRATIONS_READY, CONDITION_PROGRESSING
+from llmaz.api.core import CONDITION_IN_USE
+from llmaz.api.inference import (
+    CONDITION_AVAILABLE,
+    CONDITION_INTEGRATIONS_READY,
+    CONDITION_MANAGED,
+    CONDITION_PROGRESSING,
+)
 from llmaz.render.diagnosis import FAILURES, Reason
 from llmaz.render.errors import RenderError
 from llmaz.render.preheat import Report as PreheatReport
@@ -266,10 +272,6 @@ def available_of(status: Mapping[str, Any] | None) -> bool:
     return any(c.get("type") == CONDITION_AVAILABLE and c.get("status") == "True" for c in conds)
 
 
-CONDITION_MANAGED = "Managed"
-"""BackendRuntime condition: which backend plugin manages the object, if any."""
-
-
 class _PluginLookup(Protocol):
     @property
     def backends(self) -> Mapping[str, Any]: ...
@@ -325,8 +327,6 @@ def managed_by_condition(  # noqa: PLR0917
     )
 
 
-CONDITION_IN_USE = "InUse"
-"""OpenModel and BackendRuntime condition: which Playgrounds and Services use the object."""
 IN_USE_LISTED = 10
 
 
