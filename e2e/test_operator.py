@@ -13,6 +13,7 @@ from the API server's audit log, filtered to the operator's ServiceAccount.
 
 from __future__ import annotations
 
+import copy
 import json
 import signal
 import time
@@ -775,11 +776,19 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
             },
         },
     }
+    # a pod held back by a scheduling gate stays Pending (neither scheduled nor Unschedulable)
+    gated = copy.deepcopy(isvc)
+    gated["metadata"]["name"] = "gated"
+    gated["spec"]["modelClaims"]["models"][0]["name"] = "qwen-g"
+    worker = gated["spec"]["workloadTemplate"]["workerTemplate"]["spec"]
+    worker["schedulingGates"] = [{"name": "example.com/capacity-approval"}]
+    worker["containers"][0]["resources"] = SMALL
     cp.apply(
         [
             model("qwen-g"),
             big,
             bad,
+            gated,
             playground("ok", namespace, "qwen-g"),
             playground("nomodel", namespace, "qwen-none"),
             playground("nobackend", namespace, "qwen-g", backendRuntimeConfig={"backendName": "nope"}),
@@ -812,7 +821,10 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
         return all(
             expected_reason in rows.get(f"playground.inference.llmaz.io/{name}", "")
             for name, expected_reason in expected.items()
-        ) and "ModelNotFound" in rows.get("service.inference.llmaz.io/orphan", "")
+        ) and (
+            "ModelNotFound" in rows.get("service.inference.llmaz.io/orphan", "")
+            and "Pending" in rows.get("service.inference.llmaz.io/gated", "")
+        )
 
     wait_until(all_shown, f"reasons {expected} in kubectl get pl,isvc", 60, operator.log)
     assert "{{ .TP }}" in condition(get(cp, "pl/badtemplate", namespace), "Available")["message"]
@@ -821,7 +833,7 @@ def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, na
     # coalesces (written after a quiet second, at most 30 s later), so it may trail the Playgrounds
     def every_word_shown() -> bool:
         out = cp.kubectl("get", "pl,isvc,om,br", "-n", namespace).stdout
-        return all(word in out for word in (*expected.values(), "Plugin", "UserCreated"))
+        return all(word in out for word in (*expected.values(), "Pending", "Plugin", "UserCreated"))
 
     wait_until(every_word_shown, "every reason and the MANAGED column in kubectl get", 45, operator.log)
     cp.kubectl("delete", f"br/{bad['metadata']['name']}", "--wait=false")
