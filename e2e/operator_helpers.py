@@ -91,6 +91,21 @@ def playground(name: str, ns: str, model_name: str, **extra: Any) -> dict[str, A
     }
 
 
+def backend_runtime(
+    name: str, args: tuple[str, ...] = ("--model", "{{ .ModelPath }}"), command: tuple[str, ...] = ("serve",)
+) -> dict[str, Any]:
+    """A cluster-scoped BackendRuntime of image ``example.com/engine:v1`` whose default recommended
+    config passes ``args`` (argument templates the admission webhook checks); no command if empty."""
+    spec: dict[str, Any] = {
+        "image": "example.com/engine",
+        "version": "v1",
+        "recommendedConfigs": [{"name": "default", "args": list(args)}],
+    }
+    if command:
+        spec["command"] = list(command)
+    return {"apiVersion": API, "kind": "BackendRuntime", "metadata": {"name": name}, "spec": spec}
+
+
 def container_status(
     name: str, image: str, state: dict[str, Any], last: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -137,23 +152,30 @@ def kubelet_reports(cp: ControlPlane, namespace: str, pod: str, status: dict[str
     )
 
 
-def audit_writes(cp: ControlPlane, user: str, since: float) -> list[str]:
-    """``verb resource ns/name`` of every write ``user`` made after ``since`` (epoch seconds)."""
-    out = []
+def audit_entries(cp: ControlPlane, user: str, since: float) -> Iterator[dict[str, Any]]:
+    """Audit entries (stage ``ResponseComplete``) of requests ``user`` made after ``since`` (epoch s)."""
     with cp.audit_log.open() as log:
         for line in log:
             entry = json.loads(line)
-            if entry.get("stage") != "ResponseComplete" or entry.get("verb") not in WRITE_VERBS:
+            if entry.get("stage") != "ResponseComplete":
                 continue
             if (entry.get("user") or {}).get("username") != user:
                 continue
             stamp = entry.get("requestReceivedTimestamp", "")
             when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-            if when < since:
-                continue
-            ref = entry.get("objectRef") or {}
-            resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
-            out.append(f"{entry['verb']} {resource} {ref.get('namespace', '')}/{ref.get('name', '')}")
+            if when >= since:
+                yield entry
+
+
+def audit_writes(cp: ControlPlane, user: str, since: float) -> list[str]:
+    """``verb resource ns/name`` of every write ``user`` made after ``since`` (epoch seconds)."""
+    out = []
+    for entry in audit_entries(cp, user, since):
+        if entry.get("verb") not in WRITE_VERBS:
+            continue
+        ref = entry.get("objectRef") or {}
+        resource = ref.get("resource", "") + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+        out.append(f"{entry['verb']} {resource} {ref.get('namespace', '')}/{ref.get('name', '')}")
     return out
 
 
@@ -171,6 +193,8 @@ class Operator:
     health_port: int
     webhook_port: int
     ca: bytes
+    cert_dir: Path
+    """Where its webhook server reads ``tls.crt``/``tls.key`` (and re-reads them when they change)."""
 
     def http(self, port: int, path: str) -> tuple[int, str]:
         try:
@@ -308,6 +332,7 @@ def running_operator(
         health_port,
         webhook_port,
         ca,
+        workdir / f"{account}-certs",
     )
     try:
         yield op

@@ -32,6 +32,7 @@ from operator_helpers import (
     WEBHOOK_CONFIG_NAME,
     Operator,
     audit_writes,
+    backend_runtime,
     condition,
     container_status,
     get,
@@ -429,18 +430,7 @@ def test_backendruntime_appearing_and_changing_rolls_out(
         30,
         operator.log,
     )
-    runtime = {
-        "apiVersion": API,
-        "kind": "BackendRuntime",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "example.com/engine",
-            "version": "v1",
-            "command": ["serve"],
-            "recommendedConfigs": [{"name": "default", "args": ["--model", "{{ .ModelPath }}"]}],
-        },
-    }
-    cp.apply([runtime])
+    cp.apply([backend_runtime(name)])
 
     def images() -> set[str | None]:
         out: set[str | None] = set()
@@ -560,16 +550,7 @@ def test_webhooks_default_openmodels_and_reject_bad_argument_templates(
     kept = (get(cp, "om/qwen-dated") or {})["spec"]
     assert (kept["createdAt"], kept["ownedBy"]) == ("2024-01-02T03:04:05Z", "team-search")
     cp.kubectl("delete", "om/qwen-dated")
-    bad = {
-        "apiVersion": API,
-        "kind": "BackendRuntime",
-        "metadata": {"name": "typo"},
-        "spec": {
-            "image": "example.com/engine",
-            "version": "v1",
-            "recommendedConfigs": [{"name": "default", "args": ["--model", "{{ .ModelPth }}"]}],
-        },
-    }
+    bad = backend_runtime("typo", args=("--model", "{{ .ModelPth }}"), command=())
     res = cp.kubectl("apply", "--server-side", "-f", "-", input=[bad], check=False)
     assert res.returncode != 0
     assert "spec.recommendedConfigs[0].args[1]: unknown template variable '{{ .ModelPth }}'" in res.stderr
@@ -754,16 +735,7 @@ def test_children_the_render_no_longer_produces_are_pruned(
 
 
 def test_kubectl_get_shows_every_reason(cp: ControlPlane, operator: Operator, namespace: str) -> None:
-    bad = {
-        "apiVersion": API,
-        "kind": "BackendRuntime",
-        "metadata": {"name": f"bad-{namespace}"[:40].rstrip("-")},
-        "spec": {
-            "image": "example.com/engine",
-            "version": "v1",
-            "recommendedConfigs": [{"name": "default", "args": ["--tp", "{{ .TP }}"]}],
-        },
-    }
+    bad = backend_runtime(f"bad-{namespace}"[:40].rstrip("-"), args=("--tp", "{{ .TP }}"), command=())
     big = model("qwen-huge", flavors=[{"name": "h", "limits": {"nvidia.com/gpu": 64}}])
     isvc = {
         "apiVersion": API,

@@ -10,7 +10,9 @@ scenario checks afterwards:
 * **L** no lost write: the children carry the last spec the user wrote;
 * **Q** quiet: no operator writes in a window after convergence;
 * **H** healthy: the process the test started is still the one running, ``/healthz`` is ok, no traceback;
-* **S** secret-clean: a canary string appears nowhere the operator writes or serves.
+* **S** secret-clean: a canary string appears nowhere the operator writes or serves;
+* **R** RBAC enough: no request of the operator's ServiceAccount was refused by RBAC (403), checked
+  by :func:`leading_operator` for every scenario that ends well.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from __future__ import annotations
 import contextlib
 import json
 import signal
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from operator_helpers import (
     Operator,
+    audit_entries,
     audit_writes,
     condition,
     get,
@@ -36,20 +40,30 @@ from operator_helpers import (
 )
 
 from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.release import audit_summary
 
 __all__ = [
     "ACCOUNT",
     "OUTLASTING_LEASE",
     "Figures",
+    "KillAfter",
     "Operator",
+    "audit_entries",
     "audit_writes",
+    "check_bounded_log",
     "check_healthy",
+    "check_rbac_enough",
     "check_unique_and_owned",
+    "child_writes",
     "converged",
+    "converged_with_arg",
+    "edited",
     "get",
     "leading_operator",
+    "log_lines",
     "model",
     "playground",
+    "request_is",
     "rss_mib",
     "running_operator",
     "wait_converged",
@@ -88,9 +102,18 @@ def leading_operator(
         try:
             wait_until(op.ready, "the operator to lead", LEAD_TIMEOUT, op.log)
             yield op
+            check_rbac_enough(cp, op.user)
         finally:
             if op.proc.poll() is None:
                 op.stop(signal.SIGTERM, timeout=40)
+
+
+def check_rbac_enough(cp: ControlPlane, user: str) -> None:
+    """R: RBAC refused no request of ``user`` in the whole audit log so far. The scenarios' operators
+    run as a ServiceAccount bound to exactly ``llmaz.operator.rbac.RULES``, the rules the chart's
+    ClusterRole is generated from, so a fault path needing one more grant fails here."""
+    forbidden = audit_summary(cp.audit_log, user).forbidden
+    assert forbidden == [], f"RBAC refused requests of {user}: {sorted(set(forbidden))}"
 
 
 OUTLASTING_LEASE = {"leaseDurationSeconds": 40, "renewDeadlineSeconds": 30, "retryPeriodSeconds": 2}
@@ -186,6 +209,47 @@ def check_healthy(op: Operator, injected_error: str = "") -> None:
     assert tracebacks <= injected, text[-4000:]
 
 
+def converged_with_arg(cp: ControlPlane, namespace: str, names: set[str], name: str, arg: str) -> bool:
+    """C for ``names`` and L: the LWS of ``name`` carries the user's last argument ``arg``."""
+    return converged(cp, namespace, names) and lws_arg(cp, namespace, name)[-1:] == [arg]
+
+
+def edited(name: str, namespace: str, model_name: str, arg: str) -> dict[str, Any]:
+    """Playground ``name`` as a user edits it: its engine gets the extra argument ``arg``."""
+    return playground(name, namespace, model_name, backendRuntimeConfig={"args": [arg]})
+
+
+def log_lines(path: Path) -> int:
+    return len(path.read_text().splitlines())
+
+
+LONGEST_LOG_LINE = 400
+"""Characters: a log line longer than this is a dumped object or response, not a message."""
+
+
+def check_bounded_log(fig: Figures, log: Path, before: int, began: float, per_fault: int = 0) -> None:
+    """H's noise bound: at most two log lines per second of fault and recovery (30 at least), or,
+    for many short faults, 30 plus two per fault (each broken request is one failure line, and
+    its retry may fail once more); and no line longer than :data:`LONGEST_LOG_LINE`."""
+    new = log.read_text().splitlines()[before:]
+    fig.add("log lines during fault+recovery", len(new))
+    bound = 30 + 2 * per_fault if per_fault else max(30, int(elapsed(began)) * 2)
+    assert len(new) <= bound, log.read_text()[-3000:]
+    longest = max((len(line) for line in new), default=0)
+    fig.add("longest log line", longest, " chars")
+    assert longest <= LONGEST_LOG_LINE, max(new, key=len)
+
+
+def child_writes(cp: ControlPlane, user: str, since: float, namespace: str) -> list[str]:
+    """Operator writes to children in ``namespace`` (status and Events excluded)."""
+    return [
+        w
+        for w in audit_writes(cp, user, since)
+        if f" {namespace}/" in w and "/status" not in w and " events " not in w
+        if any(f" {r}" in w for r in ("leaderworkersets ", "services ", "horizontalpodautoscalers "))
+    ]
+
+
 def rss_mib(op: Operator) -> float:
     """Resident memory of the operator process (``VmRSS`` from ``/proc``), MiB."""
     for line in Path(f"/proc/{op.proc.pid}/status").read_text().splitlines():
@@ -224,3 +288,79 @@ class Figures:
 
 def elapsed(start: float) -> float:
     return time.monotonic() - start
+
+
+class KillAfter:
+    """SIGKILL ``op`` right after the API server answered a request of its that ``matches`` (an audit
+    entry, stage ``ResponseComplete``): a named fault point without test hooks in the operator. A
+    thread tails the audit log (the apiserver's log backend writes each entry before the next
+    request is served) from its end at start; ``killed`` is the entry that triggered the kill."""
+
+    def __init__(self, cp: ControlPlane, op: Operator, matches: Callable[[dict[str, Any]], bool]) -> None:
+        self.cp, self.op, self.matches = cp, op, matches
+        self.killed: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._offset = cp.audit_log.stat().st_size
+        self._thread = threading.Thread(target=self._tail, name="kill-after", daemon=True)
+
+    def __enter__(self) -> KillAfter:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _tail(self) -> None:
+        with self.cp.audit_log.open() as log:
+            log.seek(self._offset)
+            pending = ""
+            while not self._stop.is_set():
+                chunk = log.read()
+                if not chunk:
+                    time.sleep(0.01)
+                    continue
+                pending += chunk
+                *lines, pending = pending.split("\n")
+                for line in lines:
+                    entry = json.loads(line)
+                    if entry.get("stage") != "ResponseComplete":
+                        continue
+                    if (entry.get("user") or {}).get("username") != self.op.user or not self.matches(entry):
+                        continue
+                    self.op.proc.send_signal(signal.SIGKILL)
+                    self.killed = entry
+                    return
+
+    def wait(self, timeout: float) -> dict[str, Any]:
+        """Wait for the kill; the entry that triggered it."""
+        self._thread.join(timeout=timeout)
+        if self.killed is None:
+            raise AssertionError(
+                f"the fault point was not reached in {timeout:.0f}s\n{self.op.log.read_text()[-3000:]}"
+            )
+        self.op.proc.wait(timeout=10)
+        return self.killed
+
+
+Matcher = Callable[[dict[str, Any]], bool]
+"""A predicate on one audit entry."""
+
+
+def request_is(verb: str, group: str, resource: str, name: str, subresource: str = "") -> Matcher:
+    """An audit-entry predicate: ``verb`` on ``group``'s ``resource[/subresource]`` named ``name``
+    (``group`` "" is the core group), answered 2xx."""
+
+    def matches(entry: dict[str, Any]) -> bool:
+        ref = entry.get("objectRef") or {}
+        code = (entry.get("responseStatus") or {}).get("code", 0)
+        return (
+            entry.get("verb") == verb
+            and ref.get("apiGroup", "") == group
+            and ref.get("resource") == resource
+            and ref.get("name") == name
+            and (ref.get("subresource") or "") == subresource
+            and 200 <= code < 300
+        )
+
+    return matches

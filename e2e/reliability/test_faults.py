@@ -22,12 +22,15 @@ from reliability_helpers import (
     OUTLASTING_LEASE,
     Figures,
     audit_writes,
+    check_bounded_log,
     check_healthy,
     check_unique_and_owned,
+    child_writes,
     converged,
     elapsed,
     get,
     leading_operator,
+    log_lines,
     lws_arg,
     model,
     operator_audit_bodies,
@@ -42,16 +45,6 @@ from llmaz_devkit.cluster import ControlPlane
 
 T_CONV = 120.0
 """Generous convergence bound for 2 shared CPUs (RELIABILITY.md's 30 s is for an idle machine)."""
-
-
-def child_writes(cp: ControlPlane, user: str, since: float, namespace: str) -> list[str]:
-    """Operator writes to children in ``namespace`` (status and Events excluded)."""
-    return [
-        w
-        for w in audit_writes(cp, user, since)
-        if f" {namespace}/" in w and "/status" not in w and " events " not in w
-        if any(f" {r}" in w for r in ("leaderworkersets ", "services ", "horizontalpodautoscalers "))
-    ]
 
 
 # ----------------------------------------------------------------------------------- fast subset
@@ -117,8 +110,7 @@ def test_apiserver_restart_operator_stays_up_and_converges(
     cp.apply([model("qwen-rel-api"), playground("before", namespace, "qwen-rel-api")])
     with leading_operator(cp, tmp_path, lease=OUTLASTING_LEASE) as op:
         wait_converged(cp, namespace, {"before"}, op, T_CONV)
-        pid = op.proc.pid
-        log_lines = len(op.log.read_text().splitlines())
+        pid, before = op.proc.pid, log_lines(op.log)
         began = time.monotonic()
         cp.restart_component("apiserver")
         fig.add("apiserver back", elapsed(began), " s")
@@ -137,10 +129,7 @@ def test_apiserver_restart_operator_stays_up_and_converges(
         assert op.proc.pid == pid
         check_unique_and_owned(cp, namespace, {"before", "after"})
         check_healthy(op, injected_error="llmaz.operator.kube.KubeUnreachable")
-        # bounded noise: at most two log lines per second of outage and recovery (30 at least)
-        new_lines = len(op.log.read_text().splitlines()) - log_lines
-        fig.add("log lines during outage+recovery", new_lines)
-        assert new_lines <= max(30, int(elapsed(began)) * 2), op.log.read_text()[-3000:]
+        check_bounded_log(fig, op.log, before, began)
         fig.add("RSS", rss_mib(op), " MiB")
     fig.report()
 

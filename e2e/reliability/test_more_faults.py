@@ -11,7 +11,6 @@ All are in the full set (``nox -s reliability``); docs/development/reliability.m
 
 from __future__ import annotations
 
-import json
 import signal
 import time
 from pathlib import Path
@@ -19,19 +18,22 @@ from typing import Any
 
 import pytest
 from fault_proxy import FaultProxy, proxied_kubeconfig
-from operator_helpers import API, SA_NAMESPACE, bind_operator_account, running_operator
+from operator_helpers import SA_NAMESPACE, backend_runtime, bind_operator_account, running_operator
 from reliability_helpers import (
     ACCOUNT,
     OUTLASTING_LEASE,
     Figures,
+    audit_entries,
     audit_writes,
+    check_bounded_log,
     check_healthy,
     check_unique_and_owned,
-    converged,
+    converged_with_arg,
+    edited,
     elapsed,
     get,
     leading_operator,
-    lws_arg,
+    log_lines,
     model,
     playground,
     rss_mib,
@@ -40,35 +42,12 @@ from reliability_helpers import (
 )
 
 from llmaz_devkit.cluster import ControlPlane
-from llmaz_devkit.webhooks import by_url_configurations
+from llmaz_devkit.webhooks import by_url_configurations, issue_tls
 
 pytestmark = pytest.mark.slow
 
 T_CONV = 180.0
 """Convergence bound after a fault ends, on 2 shared CPUs."""
-
-
-def log_lines(path: Path) -> int:
-    return len(path.read_text().splitlines())
-
-
-def converged_with_arg(cp: ControlPlane, namespace: str, names: set[str], name: str, arg: str) -> bool:
-    """C for ``names`` and L: the LWS of ``name`` carries the user's last argument ``arg``."""
-    return converged(cp, namespace, names) and lws_arg(cp, namespace, name)[-1:] == [arg]
-
-
-def edited(name: str, namespace: str, model_name: str, arg: str) -> dict[str, Any]:
-    return playground(name, namespace, model_name, backendRuntimeConfig={"args": [arg]})
-
-
-def check_bounded_log(fig: Figures, log: Path, before: int, began: float, per_fault: int = 0) -> None:
-    """H's noise bound: at most two log lines per second of fault and recovery (30 at least), or,
-    for many short faults, 30 plus two per fault (each broken request is one failure line, and
-    its retry may fail once more)."""
-    grown = log_lines(log) - before
-    fig.add("log lines during fault+recovery", grown)
-    bound = 30 + 2 * per_fault if per_fault else max(30, int(elapsed(began)) * 2)
-    assert grown <= bound, log.read_text()[-3000:]
 
 
 # ----------------------------------------------------------------------------------- network
@@ -252,18 +231,7 @@ def tiny_quota(account: str) -> list[dict[str, Any]]:
 
 def throttled(cp: ControlPlane, user: str, since: float) -> int:
     """Requests of ``user`` answered 429 after ``since`` (epoch seconds), from the audit log."""
-    count = 0
-    with cp.audit_log.open() as log:
-        for line in log:
-            entry = json.loads(line)
-            if (entry.get("user") or {}).get("username") != user:
-                continue
-            if (entry.get("responseStatus") or {}).get("code") != 429:
-                continue
-            stamp = entry.get("requestReceivedTimestamp", "")
-            when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-            count += when >= since
-    return count
+    return sum((e.get("responseStatus") or {}).get("code") == 429 for e in audit_entries(cp, user, since))
 
 
 def test_api_priority_and_fairness_429s_slow_the_operator_down_but_lose_nothing(
@@ -356,18 +324,12 @@ def test_leader_split_the_paused_leader_resumes_writes_nothing_and_exits(
 WEBHOOK_CONFIG = "llmaz-rel-webhooks"
 
 
-def backend_runtime(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": API,
-        "kind": "BackendRuntime",
-        "metadata": {"name": name},
-        "spec": {
-            "image": "example.com/engine",
-            "version": "v1",
-            "command": ["serve"],
-            "recommendedConfigs": [{"name": "default", "args": ["--model", "{{ .ModelPath }}"]}],
-        },
-    }
+def admitted(cp: ControlPlane) -> tuple[int, str, float]:
+    """A BackendRuntime create, server-side dry run (so the webhooks see it): kubectl's exit code,
+    its output and how long the API server took."""
+    start = time.monotonic()
+    res = cp.kubectl("create", "--dry-run=server", "-f", "-", input=backend_runtime("rel-hook"), check=False)
+    return res.returncode, res.stderr + res.stdout, time.monotonic() - start
 
 
 def test_webhook_hung_or_down_fails_fast_naming_the_webhook_then_recovers(
@@ -381,11 +343,7 @@ def test_webhook_hung_or_down_fails_fast_naming_the_webhook_then_recovers(
     cp, fig = control_plane, Figures("webhook-down-hung")
 
     def dry_run_create() -> tuple[int, str, float]:
-        start = time.monotonic()
-        res = cp.kubectl(
-            "create", "--dry-run=server", "-f", "-", input=backend_runtime("rel-hook"), check=False
-        )
-        return res.returncode, res.stderr + res.stdout, time.monotonic() - start
+        return admitted(cp)
 
     try:
         # the Lease outlasts the freeze: this scenario is about the webhook, not the leader split
@@ -414,6 +372,58 @@ def test_webhook_hung_or_down_fails_fast_naming_the_webhook_then_recovers(
             # a new process serves on another port: re-register, as a chart upgrade would
             cp.apply(by_url_configurations(f"https://127.0.0.1:{op.webhook_port}", op.ca, WEBHOOK_CONFIG))
             wait_until(lambda: dry_run_create()[0] == 0, "the webhook to admit again", 60, op.log)
+            check_healthy(op)
+    finally:
+        cp.kubectl(
+            "delete",
+            f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG}",
+            f"validatingwebhookconfiguration/{WEBHOOK_CONFIG}",
+            "--ignore-not-found",
+            check=False,
+        )
+    fig.report()
+
+
+def test_webhook_certificate_rotated_admission_keeps_working_without_a_restart(
+    control_plane: ControlPlane, crds: None, tmp_path: Path
+) -> None:
+    """Plan §2.2 row 17, rotation: the operator's serving certificate is replaced by one from a new
+    CA, the way cert-manager rotates a Secret that reaches the pod as new files. The caBundle first
+    trusts both CAs, the files are swapped, the old CA is dropped: every create sent meanwhile is
+    admitted, by the same process, and at the end only the new CA is trusted (so the server really
+    serves the new certificate)."""
+    cp, fig = control_plane, Figures("webhook-cert-rotation")
+    try:
+        with leading_operator(cp, tmp_path) as op:
+            base = f"https://127.0.0.1:{op.webhook_port}"
+            cp.apply(by_url_configurations(base, op.ca, WEBHOOK_CONFIG))
+            wait_until(lambda: admitted(cp)[0] == 0, "the webhook to admit", 60, op.log)
+            pid = op.proc.pid
+            new_ca = issue_tls(tmp_path / "rotated")  # a new CA and its serving certificate, aside
+            cp.apply(by_url_configurations(base, op.ca + new_ca, WEBHOOK_CONFIG))
+            began = time.monotonic()
+            for name in ("tls.key", "tls.crt"):  # swapped in place, as a projected Secret is
+                (tmp_path / "rotated" / name).replace(op.cert_dir / name)
+            refused: list[str] = []
+            tries = 0
+            while "webhook certificate reloaded" not in op.log.read_text():
+                code, message, _ = admitted(cp)
+                tries += 1
+                if code:
+                    refused.append(message)
+                assert elapsed(began) < 60, "the certificate was not reloaded within 60 s"
+                time.sleep(0.5)
+            fig.add("reloaded after", elapsed(began), " s")
+            fig.add("creates during the rotation", tries)
+            assert refused == [], refused
+            cp.apply(by_url_configurations(base, new_ca, WEBHOOK_CONFIG))  # the old CA dropped
+            wait_until(lambda: admitted(cp)[0] == 0, "admission trusting only the new CA", 30, op.log)
+            code, message, _ = admitted(cp)
+            assert code == 0, message
+            # the negative control: trusting only the old CA, the API server must refuse
+            cp.apply(by_url_configurations(base, op.ca, WEBHOOK_CONFIG))
+            wait_until(lambda: admitted(cp)[0] != 0, "the old CA no longer trusted", 30, op.log)
+            assert op.proc.pid == pid
             check_healthy(op)
     finally:
         cp.kubectl(

@@ -40,3 +40,39 @@ def test_install_filters_every_root_handler() -> None:
     root.addHandler(handler)
     install(root)
     assert any(isinstance(f, RetryNoise) for f in handler.filters)
+
+
+REFUSED = (
+    "Request attempt #1/9 failed; will retry: GET https://127.0.0.1:46869/api/v1/pods?watch=true"
+    "&allowWatchBookmarks=true&labelSelector=llmaz.io%2Fmodel-name%2Cleaderworkerset.sigs.k8s.io%2Fname"
+    "&resourceVersion=428&timeoutSeconds=300 -> ClientConnectorError(ConnectionKey(host='127.0.0.1', "
+    "port=46869, is_ssl=True, ssl=True, proxy=None, proxy_auth=None, proxy_headers_hash=None, "
+    "server_hostname=None), ConnectionResetError(104, 'Connection reset by peer'))"
+)
+"""A line kopf logged in the watch-410 scenario (510 characters)."""
+
+
+def test_kept_kopf_lines_are_short_and_still_say_what_failed() -> None:
+    rec = record("kopf._cogs.clients.watching", logging.ERROR, REFUSED)
+    assert RetryNoise().filter(rec)
+    assert rec.getMessage() == (
+        "Request attempt #1/9 failed; will retry: GET /api/v1/pods (watch)"
+        " -> ConnectionResetError: Connection reset by peer"
+    )
+    last = f"Request attempt #9/9 failed; escalating: {WATCH} -> ServerDisconnectedError()"
+    rec = record("kopf._cogs.clients.watching", logging.ERROR, last)
+    assert RetryNoise().filter(rec)
+    assert rec.getMessage() == (
+        "Request attempt #9/9 failed; escalating: GET /apis/inference.llmaz.io/v1alpha1/playgrounds"
+        " (watch) -> ServerDisconnectedError()"
+    )
+
+
+def test_an_unknown_long_error_is_cut_and_other_kopf_lines_are_untouched() -> None:
+    long = f"Request attempt #1/9 failed; will retry: {WATCH} -> Weird({'x' * 500})"
+    rec = record("kopf._cogs.clients.watching", logging.ERROR, long)
+    assert RetryNoise().filter(rec)
+    assert len(rec.getMessage()) < 250 and rec.getMessage().endswith("...")
+    other = "Handler 'x' failed with an exception. Will retry."
+    rec = record("kopf.objects", logging.ERROR, other)
+    assert RetryNoise().filter(rec) and rec.getMessage() == other

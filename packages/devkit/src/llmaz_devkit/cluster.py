@@ -692,8 +692,9 @@ class ControlPlane:
         if sig == signal.SIGKILL:
             comp.proc.wait(timeout=10)
 
-    def restart_component(self, name: str) -> None:
-        """Stop a component (if running) and start it again with the same arguments; the log grows.
+    def restart_component(self, name: str, args: Sequence[str] | None = None) -> None:
+        """Stop a component (if running) and start it again with the same arguments, or with
+        ``args`` (the whole command line, e.g. ``component_args(name)`` plus a flag); the log grows.
 
         Restarting the apiserver waits until it is ready again; other components are not waited for.
         """
@@ -701,11 +702,15 @@ class ControlPlane:
         comp = self.components.pop(name)
         _kill_group(comp.proc.pid, proc=comp.proc)
         comp.log_file.close()
-        self._spawn(name, comp.args, comp.env, append=True)
+        self._spawn(name, comp.args if args is None else tuple(args), comp.env, append=True)
         self.components = {n: self.components[n] for n in order}
         if name == "apiserver":
             self._wait_http("apiserver", "/readyz", timeout=self.startup_timeout)
         self._write_state()
+
+    def component_args(self, name: str) -> tuple[str, ...]:
+        """The command line a component runs with (to restart it with a flag more, then without)."""
+        return self.components[name].args
 
     def wait_for(
         self,
