@@ -106,6 +106,10 @@ def test_an_unreachable_api_server_is_a_transient_oserror_not_a_transport_except
     with pytest.raises(KubeUnreachable, match=r"GET /apis/coordination.k8s.io/v1/leases: ") as err:
         kube.request("GET", "/apis/coordination.k8s.io/v1/leases")
     assert isinstance(err.value, OSError)
+    # one short line: the innermost cause, not urllib3's pool, host, port and URL around it
+    assert str(err.value).startswith("GET /apis/coordination.k8s.io/v1/leases: NewConnectionError: ")
+    assert "HTTPConnectionPool" not in str(err.value)
+    assert len(str(err.value)) <= 170
 
 
 def test_a_leader_that_missed_its_renew_deadline_may_not_write() -> None:

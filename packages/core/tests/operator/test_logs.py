@@ -72,7 +72,22 @@ def test_an_unknown_long_error_is_cut_and_other_kopf_lines_are_untouched() -> No
     long = f"Request attempt #1/9 failed; will retry: {WATCH} -> Weird({'x' * 500})"
     rec = record("kopf._cogs.clients.watching", logging.ERROR, long)
     assert RetryNoise().filter(rec)
-    assert len(rec.getMessage()) < 250 and rec.getMessage().endswith("...")
+    assert len(rec.getMessage()) < 250
+    assert rec.getMessage().endswith("...")
     other = "Handler 'x' failed with an exception. Will retry."
     rec = record("kopf.objects", logging.ERROR, other)
-    assert RetryNoise().filter(rec) and rec.getMessage() == other
+    assert RetryNoise().filter(rec)
+    assert rec.getMessage() == other
+
+
+def test_a_refused_connection_quoted_with_double_quotes_is_shortened_too() -> None:
+    refused = (
+        f"Request attempt #1/9 failed; will retry: {WATCH} -> ClientConnectorError(ConnectionKey("
+        "host='127.0.0.1', port=38005, is_ssl=True, ssl=True, proxy=None, proxy_auth=None, "
+        "proxy_headers_hash=None), ConnectionRefusedError(111, \"Connect call failed ('127.0.0.1', 38005)\"))"
+    )
+    rec = record("kopf._cogs.clients.watching", logging.ERROR, refused)
+    assert RetryNoise().filter(rec)
+    assert rec.getMessage().endswith(
+        "(watch) -> ConnectionRefusedError: Connect call failed ('127.0.0.1', 38005)"
+    )

@@ -71,6 +71,26 @@ class KubeUnreachable(ConnectionError):
     """
 
 
+MAX_REASON = 120
+"""Characters of a transport failure's text kept in a :class:`KubeUnreachable` message."""
+
+
+def transport_reason(err: BaseException) -> str:
+    """The innermost cause of a urllib3 transport error as ``Type: text`` (at most
+    :data:`MAX_REASON` characters). urllib3's own text repeats the pool, host, port and URL around
+    it: 450 to 620 characters per log line in the watch-410 scenario (issue 16)."""
+    inner = err
+    for _ in range(8):  # MaxRetryError -> SSLError -> SSLEOFError, ProtocolError -> OSError, ...
+        cause = getattr(inner, "reason", None)
+        if not isinstance(cause, BaseException):
+            cause = next((a for a in inner.args if isinstance(a, BaseException)), None)
+        if cause is None or cause is inner:
+            break
+        inner = cause
+    text = f"{type(inner).__name__}: {inner}"
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
 @dataclass(frozen=True)
 class ObjectKey:
     """Identity of one object: ``(apiVersion, kind, namespace, name)``."""
@@ -175,7 +195,7 @@ class Kube:
             # transient as a refused one, and escaped as a handler traceback (issue 16, resets)
             data = response.read() if hasattr(response, "read") else response.data
         except urllib3.exceptions.HTTPError as err:
-            raise KubeUnreachable(f"{method} {path}: {err}") from err
+            raise KubeUnreachable(f"{method} {path.partition('?')[0]}: {transport_reason(err)}") from err
         text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
         if method != "GET" and self._on_write is not None:
             self._on_write(method, resource)

@@ -23,7 +23,7 @@ _KOPF_ATTEMPT = re.compile(r"^Request attempt #(\d+)(?:/\d+)? failed; (will retr
 _KOPF_REQUEST = re.compile(
     r"^(?P<head>Request attempt \S+ failed; [^:]+): (?P<method>[A-Z]+) (?P<url>\S+) -> (?P<error>.*)$"
 )
-_INNER_ERROR = re.compile(r"(\w+Error)\((?:-?\d+, )?'([^']*)'\)")
+_INNER_ERROR = re.compile(r"(\w+Error)\((?:-?\d+, )?(['\"])(.*?)\2\)")
 _URLLIB3_RETRY = "Retrying (Retry("
 MAX_ERROR = 120
 """Characters of an exception's text kept in a shortened kopf line."""
@@ -41,7 +41,7 @@ def shorten(message: str) -> str:
     watch = " (watch)" if "watch=true" in query else ""
     error = found["error"]
     inner = _INNER_ERROR.findall(error)
-    text = f"{inner[-1][0]}: {inner[-1][1]}" if inner else error
+    text = f"{inner[-1][0]}: {inner[-1][2]}" if inner else error
     if len(text) > MAX_ERROR:
         text = text[: MAX_ERROR - 3] + "..."
     return f"{found['head']}: {found['method']} {path}{watch} -> {text}"
