@@ -329,6 +329,17 @@ def test_leader_split_the_paused_leader_resumes_writes_nothing_and_exits(
 WEBHOOK_CONFIG = "llmaz-rel-webhooks"
 
 
+def drop_webhooks(cp: ControlPlane) -> None:
+    """Unregister the scenario's webhooks: a dangling one would refuse every later scenario's creates."""
+    cp.kubectl(
+        "delete",
+        f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG}",
+        f"validatingwebhookconfiguration/{WEBHOOK_CONFIG}",
+        "--ignore-not-found",
+        check=False,
+    )
+
+
 def admitted(cp: ControlPlane) -> tuple[int, str, float]:
     """A BackendRuntime create, server-side dry run (so the webhooks see it): kubectl's exit code,
     its output and how long the API server took."""
@@ -379,13 +390,7 @@ def test_webhook_hung_or_down_fails_fast_naming_the_webhook_then_recovers(
             wait_until(lambda: dry_run_create()[0] == 0, "the webhook to admit again", 60, op.log)
             check_healthy(op)
     finally:
-        cp.kubectl(
-            "delete",
-            f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG}",
-            f"validatingwebhookconfiguration/{WEBHOOK_CONFIG}",
-            "--ignore-not-found",
-            check=False,
-        )
+        drop_webhooks(cp)
     fig.report()
 
 
@@ -445,11 +450,5 @@ def test_webhook_certificate_rotated_admission_keeps_working_without_a_restart(
             assert op.proc.pid == pid
             check_healthy(op)
     finally:
-        cp.kubectl(
-            "delete",
-            f"mutatingwebhookconfiguration/{WEBHOOK_CONFIG}",
-            f"validatingwebhookconfiguration/{WEBHOOK_CONFIG}",
-            "--ignore-not-found",
-            check=False,
-        )
+        drop_webhooks(cp)
     fig.report()

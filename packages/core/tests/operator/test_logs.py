@@ -91,3 +91,14 @@ def test_a_refused_connection_quoted_with_double_quotes_is_shortened_too() -> No
     assert rec.getMessage().endswith(
         "(watch) -> ConnectionRefusedError: Connect call failed ('127.0.0.1', 38005)"
     )
+
+
+def test_aiohttp_connection_keys_are_dropped_from_any_error() -> None:
+    failed = (
+        f"Request attempt #1/9 failed; will retry: {WATCH} -> ClientConnectorError(ConnectionKey("
+        "host='127.0.0.1', port=43469, is_ssl=True, ssl=True, proxy=None, proxy_auth=None, "
+        "proxy_headers_hash=None), ServerDisconnectedError())"
+    )
+    rec = record("kopf._cogs.clients.watching", logging.ERROR, failed)
+    assert RetryNoise().filter(rec)
+    assert rec.getMessage().endswith("(watch) -> ClientConnectorError(ServerDisconnectedError())")

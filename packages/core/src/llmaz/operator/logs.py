@@ -24,6 +24,8 @@ _KOPF_REQUEST = re.compile(
     r"^(?P<head>Request attempt \S+ failed; [^:]+): (?P<method>[A-Z]+) (?P<url>\S+) -> (?P<error>.*)$"
 )
 _INNER_ERROR = re.compile(r"(\w+Error)\((?:-?\d+, )?(['\"])(.*?)\2\)")
+_CONNECTION_KEY = re.compile(r"ConnectionKey\([^)]*\),? ?")
+"""aiohttp's connection key (host, port, ssl, proxy... seven fields) in its connection errors' repr."""
 _URLLIB3_RETRY = "Retrying (Retry("
 MAX_ERROR = 120
 """Characters of an exception's text kept in a shortened kopf line."""
@@ -39,7 +41,7 @@ def shorten(message: str) -> str:
     if "://" in path:
         path = "/" + path.split("://", 1)[1].partition("/")[2]
     watch = " (watch)" if "watch=true" in query else ""
-    error = found["error"]
+    error = _CONNECTION_KEY.sub("", found["error"])
     inner = _INNER_ERROR.findall(error)
     text = f"{inner[-1][0]}: {inner[-1][2]}" if inner else error
     if len(text) > MAX_ERROR:
