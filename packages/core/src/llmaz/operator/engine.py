@@ -22,7 +22,7 @@ from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_AVAILABLE
 from llmaz.operator.diff import contains
 from llmaz.operator.flavors import FlavorChoice, choose_flavor
-from llmaz.operator.kube import KubeError, ObjectKey
+from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating
 from llmaz.operator.runtime import (
     Indexes,
     Runtime,
@@ -224,7 +224,8 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
         try:
             await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
         except KubeError as err:  # an Event is best effort
-            log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
+            if not namespace_terminating(err):
+                log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
 
 
 def _settling(rt: Runtime, owner: Snapshot) -> bool:
@@ -273,7 +274,8 @@ async def post_event(rt: Runtime, owner: Snapshot, reason: str, message: str, *,
     try:
         await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, reason, message, warning))
     except KubeError as err:
-        log.warning("could not post Event for %s %s: %s", owner["kind"], owner["metadata"]["name"], err)
+        if not namespace_terminating(err):
+            log.warning("could not post Event for %s %s: %s", owner["kind"], owner["metadata"]["name"], err)
 
 
 def _desired_replicas(snap: Snapshot) -> int:
@@ -469,7 +471,10 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                     with rt.metrics.reconciling(kind):
                         await RECONCILERS[kind](rt, idx, snap)
             except (KubeError, OSError) as err:
-                _schedule_retry(rt, snap, err)
+                if namespace_terminating(err):  # no retry: the namespace takes the object with it
+                    log.debug("not reconciling %s %s: %s", kind, snap["metadata"].get("namespace"), err)
+                else:
+                    _schedule_retry(rt, snap, err)
             else:
                 rt.failures.pop(uid, None)
                 handle = rt.retries.pop(uid, None)

@@ -71,6 +71,16 @@ class KubeUnreachable(ConnectionError):
     """
 
 
+def namespace_terminating(err: BaseException) -> bool:
+    """A create refused because its namespace is being deleted (admission, ``NamespaceLifecycle``):
+    retrying cannot help, and the namespace controller deletes the object being reconciled too.
+    Seen after the random kill loop: the next operator logged 420 retry lines for the 50
+    Playgrounds of the namespace being deleted (issue 16)."""
+    return (
+        isinstance(err, KubeError) and err.status == 403 and "because it is being terminated" in err.message
+    )
+
+
 MAX_REASON = 120
 """Characters of a transport failure's text kept in a :class:`KubeUnreachable` message."""
 

@@ -1,0 +1,33 @@
+"""How the operator classifies the API server's refusals (issue 16: namespace deletion)."""
+
+from __future__ import annotations
+
+import json
+
+from llmaz.operator.kube import KubeError, KubeUnreachable, namespace_terminating
+
+
+def status(code: int, message: str) -> str:
+    """A ``Status`` body as kube-apiserver sends it."""
+    return json.dumps(
+        {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "code": code}
+    )
+
+
+TERMINATING = (
+    'leaderworkersets.leaderworkerset.x-k8s.io "r35" is forbidden: unable to create new content in '
+    "namespace t2-loop because it is being terminated"
+)
+"""The refusal the random kill loop's namespace produced (NamespaceLifecycle admission)."""
+
+
+def test_a_create_into_a_terminating_namespace_is_recognised() -> None:
+    path = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/t2-loop/leaderworkersets/r35"
+    assert namespace_terminating(KubeError("PATCH", path, 403, status(403, TERMINATING)))
+
+
+def test_rbac_refusals_and_other_failures_are_not() -> None:
+    rbac = 'leases.coordination.k8s.io "x" is forbidden: User "u" cannot get resource "leases"'
+    assert not namespace_terminating(KubeError("GET", "/x", 403, status(403, rbac)))
+    assert not namespace_terminating(KubeError("PATCH", "/x", 409, status(409, TERMINATING)))
+    assert not namespace_terminating(KubeUnreachable("GET /x: ConnectionResetError: reset"))
