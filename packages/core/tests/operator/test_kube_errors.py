@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from llmaz.operator.kube import KubeError, KubeUnreachable, namespace_terminating
+from llmaz.operator.kube import KubeError, KubeUnreachable, namespace_terminating, status_target_gone
 
 
 def status(code: int, message: str) -> str:
@@ -31,3 +31,15 @@ def test_rbac_refusals_and_other_failures_are_not() -> None:
     assert not namespace_terminating(KubeError("GET", "/x", 403, status(403, rbac)))
     assert not namespace_terminating(KubeError("PATCH", "/x", 409, status(409, TERMINATING)))
     assert not namespace_terminating(KubeUnreachable("GET /x: ConnectionResetError: reset"))
+
+
+def test_a_404_on_the_objects_own_status_means_it_is_gone() -> None:
+    own = "/apis/inference.llmaz.io/v1alpha1/namespaces/n/playgrounds/r33/status"
+    gone = KubeError("PATCH", own + "?fieldManager=llmaz", 404, status(404, '"r33" not found'))
+    assert status_target_gone(gone, "inference.llmaz.io/v1alpha1", "Playground", "n", "r33")
+    # another object's 404 (a child, a missing CRD) is not: it may need the retry
+    assert not status_target_gone(gone, "inference.llmaz.io/v1alpha1", "Playground", "n", "r34")
+    child = KubeError("PATCH", "/apis/leaderworkerset.x-k8s.io/v1/namespaces/n/leaderworkersets/r33", 404, "")
+    assert not status_target_gone(child, "inference.llmaz.io/v1alpha1", "Playground", "n", "r33")
+    conflict = KubeError("PATCH", own, 409, status(409, "conflict"))
+    assert not status_target_gone(conflict, "inference.llmaz.io/v1alpha1", "Playground", "n", "r33")

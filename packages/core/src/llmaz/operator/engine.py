@@ -22,7 +22,7 @@ from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_AVAILABLE
 from llmaz.operator.diff import contains
 from llmaz.operator.flavors import FlavorChoice, choose_flavor
-from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating
+from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating, status_target_gone
 from llmaz.operator.runtime import (
     Indexes,
     Runtime,
@@ -471,8 +471,12 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                     with rt.metrics.reconciling(kind):
                         await RECONCILERS[kind](rt, idx, snap)
             except (KubeError, OSError) as err:
-                if namespace_terminating(err):  # no retry: the namespace takes the object with it
-                    log.debug("not reconciling %s %s: %s", kind, snap["metadata"].get("namespace"), err)
+                meta = snap["metadata"]
+                gone = status_target_gone(
+                    err, str(snap.get("apiVersion")), kind, meta.get("namespace"), meta["name"]
+                )
+                if gone or namespace_terminating(err):  # no retry: the object is gone or going
+                    log.debug("not reconciling %s %s/%s: %s", kind, meta.get("namespace"), meta["name"], err)
                 else:
                     _schedule_retry(rt, snap, err)
             else:
