@@ -43,3 +43,10 @@ def test_a_404_on_the_objects_own_status_means_it_is_gone() -> None:
     assert not status_target_gone(child, "inference.llmaz.io/v1alpha1", "Playground", "n", "r33")
     conflict = KubeError("PATCH", own, 409, status(409, "conflict"))
     assert not status_target_gone(conflict, "inference.llmaz.io/v1alpha1", "Playground", "n", "r33")
+
+
+def test_a_write_into_a_namespace_already_gone_is_recognised() -> None:
+    gone = status(404, 'namespaces "t0-loop" not found')
+    assert namespace_terminating(KubeError("PATCH", "/apis/inference.llmaz.io/v1alpha1/x", 404, gone))
+    missing = status(404, 'services.inference.llmaz.io "r01" not found')
+    assert not namespace_terminating(KubeError("GET", "/apis/inference.llmaz.io/v1alpha1/x", 404, missing))

@@ -73,13 +73,15 @@ class KubeUnreachable(ConnectionError):
 
 
 def namespace_terminating(err: BaseException) -> bool:
-    """A create refused because its namespace is being deleted (admission, ``NamespaceLifecycle``):
-    retrying cannot help, and the namespace controller deletes the object being reconciled too.
-    Seen after the random kill loop: the next operator logged 420 retry lines for the 50
-    Playgrounds of the namespace being deleted (issue 16)."""
-    return (
-        isinstance(err, KubeError) and err.status == 403 and "because it is being terminated" in err.message
-    )
+    """A write refused because its namespace is being deleted (403 from admission,
+    ``NamespaceLifecycle``) or is gone already (404 naming the namespace): retrying cannot help,
+    and the object being reconciled goes with its namespace. Seen after the random kill loop: the
+    next operator logged 420, then 49, retry lines for the 50 Playgrounds of that namespace."""
+    if not isinstance(err, KubeError):
+        return False
+    if err.status == 403:
+        return "because it is being terminated" in err.message
+    return err.status == 404 and err.message.startswith('namespaces "')
 
 
 def status_target_gone(
