@@ -50,3 +50,14 @@ def test_a_write_into_a_namespace_already_gone_is_recognised() -> None:
     assert namespace_terminating(KubeError("PATCH", "/apis/inference.llmaz.io/v1alpha1/x", 404, gone))
     missing = status(404, 'services.inference.llmaz.io "r01" not found')
     assert not namespace_terminating(KubeError("GET", "/apis/inference.llmaz.io/v1alpha1/x", 404, missing))
+
+
+def test_a_long_api_server_message_is_cut_in_the_error_text_but_kept_whole() -> None:
+    rbac_misses = ", ".join(f'clusterrole.rbac.authorization.k8s.io "role-{i}" not found' for i in range(12))
+    refused = 'leases.coordination.k8s.io "x" is forbidden: User "u" cannot get resource "leases"'
+    text = f"{refused}: RBAC: [{rbac_misses}]"
+    err = KubeError("GET", "/apis/coordination.k8s.io/v1/namespaces/n/leases/x", 403, status(403, text))
+    assert err.message == text
+    assert len(str(err)) < 400
+    assert str(err).endswith("...")
+    assert 'cannot get resource "leases"' in str(err)

@@ -51,6 +51,11 @@ def resource_path(api_version: str, kind: str, namespace: str | None, name: str 
     return base
 
 
+MAX_MESSAGE = 300
+"""Characters of the API server's message shown in a :class:`KubeError` (``message`` keeps it all).
+A restarted API server's 403 appends its RBAC cache misses: 785 to 918 characters per log line."""
+
+
 class KubeError(RuntimeError):
     """A failed API call: HTTP status and the API server's message."""
 
@@ -58,7 +63,8 @@ class KubeError(RuntimeError):
         message = body
         with contextlib.suppress(ValueError, AttributeError):
             message = json.loads(body).get("message", body)
-        super().__init__(f"{method} {path}: HTTP {status}: {message}")
+        shown = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
+        super().__init__(f"{method} {path}: HTTP {status}: {shown}")
         self.path = path.partition("?")[0]
         self.status = status
         self.message = message
