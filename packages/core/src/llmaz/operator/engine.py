@@ -29,6 +29,7 @@ from llmaz.operator.runtime import (
     Settling,
     Snapshot,
     controller_uid,
+    owner_reference,
     resource_version,
     uid_of,
 )
@@ -89,18 +90,6 @@ def _parse_all(
         if obj is not None:
             out[obj.name] = obj
     return out
-
-
-def owner_reference(owner: Snapshot) -> dict[str, Any]:
-    meta = owner["metadata"]
-    return {
-        "apiVersion": owner["apiVersion"],
-        "kind": owner["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
 
 
 async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot]) -> None:

@@ -36,9 +36,17 @@ from llmaz.api.conventions import DEFAULT_BACKEND, MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
 from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
-from llmaz.operator.engine import _digest, _event, owner_reference
+from llmaz.operator.engine import _digest, _event
 from llmaz.operator.kube import KubeError, ObjectKey, resource_path
-from llmaz.operator.runtime import Indexes, Runtime, Snapshot, controller_uid, resource_version, uid_of
+from llmaz.operator.runtime import (
+    Indexes,
+    Runtime,
+    Snapshot,
+    controller_uid,
+    owner_reference,
+    resource_version,
+    uid_of,
+)
 from llmaz.operator.status import (
     REASON_CRD_NOT_INSTALLED,
     REASON_GATEWAY_NOT_FOUND,

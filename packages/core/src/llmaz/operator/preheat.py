@@ -19,7 +19,7 @@ from typing import Any
 
 from llmaz.api import OpenModel
 from llmaz.operator.kube import KubeError, ObjectKey
-from llmaz.operator.runtime import Runtime, Snapshot, resource_version, uid_of
+from llmaz.operator.runtime import Runtime, Snapshot, owner_reference, resource_version, uid_of
 from llmaz.render import preheat
 from llmaz.render.errors import RenderError
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
@@ -100,18 +100,6 @@ def report(rt: Runtime, snap: Snapshot) -> preheat.Report | None:
     return preheat.report(want.jobs, rt.indexes.preheat_jobs(name), rt.indexes.preheat_causes(name))
 
 
-def _owner_reference(model: Snapshot) -> dict[str, Any]:
-    meta = model["metadata"]
-    # blockOwnerDeletion would need update on openmodels/finalizers; nothing waits for the Jobs
-    return {
-        "apiVersion": model["apiVersion"],
-        "kind": model["kind"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-    }
-
-
 def _digest(job: Mapping[str, Any]) -> str | None:
     value = ((job.get("metadata") or {}).get("annotations") or {}).get(preheat.ANNOTATION_PREHEAT_DIGEST)
     return None if value is None else str(value)
@@ -141,7 +129,7 @@ async def reconcile_preheat(rt: Runtime, name: str) -> None:
                 key = ObjectKey.of(job)
                 if rt.applied.get(key, ("", 0))[0] == digest:
                     continue  # applied; the watch has not shown it yet
-                job["metadata"]["ownerReferences"] = [_owner_reference(snap)]
+                job["metadata"]["ownerReferences"] = [owner_reference(snap, block_owner_deletion=False)]
                 answer = await asyncio.to_thread(rt.kube.apply, job)
                 rt.applied[key] = (digest or "", resource_version(answer))
                 log.info("preheat of %s: Job %s/%s created", name, key.namespace, key.name)

@@ -269,3 +269,19 @@ class Runtime:
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+
+
+def owner_reference(owner: Snapshot, *, block_owner_deletion: bool = True) -> dict[str, Any]:
+    """The controller owner reference every child carries. ``block_owner_deletion`` needs update
+    on the owner's ``finalizers`` subresource; children nothing waits for go without it."""
+    meta = owner["metadata"]
+    ref: dict[str, Any] = {
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+    }
+    if block_owner_deletion:
+        ref["blockOwnerDeletion"] = True
+    return ref
