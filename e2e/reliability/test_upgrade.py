@@ -1,0 +1,213 @@
+"""Upgrade from the previous release with live objects (RELIABILITY.md row 23), on tier B.
+
+Release N-1 (:data:`PREVIOUS_RELEASE`) is materialized from git history: its chart is installed with
+Helm and its operator runs as a local process with the release's ServiceAccount (the chart's RBAC);
+20 Playgrounds of one shared OpenModel converge. Then the N-1 operator gets SIGTERM, ``helm upgrade``
+moves the release to today's chart (a real CRD change: new printer columns, ``status.preheat``),
+and today's operator takes over. It must adopt what exists: same child UIDs, no child created
+again, Playgrounds still Available, the new status fields filled, then quiet; RBAC refused nothing.
+
+Why the N-1 operator runs from the old source over the current ``.venv`` (``PYTHONPATH``): the test
+first checks that ``uv.lock`` is byte-identical at both commits, so every third-party package is the
+same version either way, and only the workspace's own sources differ; those are put first on the
+path, and the test asserts that the N-1 process imports ``llmaz`` from the old tree. A second
+``uv sync`` would give the same result at the cost of another environment on a 2-CPU machine.
+If the lock ever differs, the test fails and says so (then build the old environment instead).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from chart_helpers import Helm, assembled_chart, release_kubeconfig
+from operator_helpers import SA_NAMESPACE, condition, running_operator
+from reliability_helpers import (
+    SETTLED,
+    Figures,
+    LEAD_TIMEOUT,
+    audit_lines,
+    audit_writes,
+    check_healthy,
+    check_rbac_enough,
+    check_unique_and_owned,
+    elapsed,
+    get,
+    model,
+    playground,
+    rss_mib,
+    wait_converged,
+    wait_until,
+)
+
+from llmaz_devkit.chartgen import assemble
+from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.demo import llmaz_crd_documents
+
+pytestmark = pytest.mark.slow
+
+PREVIOUS_RELEASE = "0f5130c"
+"""Release N-1: the last landed main before the CRDs gained the InUse/Preheated printer columns
+and ``status.preheat`` (git history is in every clone). Move it forward when a release is cut."""
+
+ROOT = Path(__file__).resolve().parents[2]
+RELEASE = "llmaz-upgrade"
+"""Helm release (its fullname, so also its ServiceAccount) in SA_NAMESPACE."""
+VALUES = ("--set", "operator.replicas=0", "--set", "leaderWorkerSet.enabled=false")
+"""No container runtime here (the operator runs as a local process); the cluster has LWS already."""
+CHILDREN = ("services.inference.llmaz.io", "leaderworkersets", "services")
+COUNT = 20
+T_CONV = 300.0
+QUIET_WINDOW = 15.0
+
+
+def materialize(dest: Path) -> Path:
+    """The tree of PREVIOUS_RELEASE under ``dest`` (``git archive``: no worktree left behind)."""
+    tar = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", PREVIOUS_RELEASE], capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(tar)) as archive:
+        archive.extractall(dest, filter="data")
+    return dest
+
+
+def old_pythonpath(old: Path) -> str:
+    """Every workspace package's ``src`` of the old tree, ahead of the current editable installs."""
+    return os.pathsep.join(str(p) for p in sorted(old.glob("packages/**/src")) if p.is_dir())
+
+
+def child_uids(cp: ControlPlane, namespace: str) -> dict[str, str]:
+    out = {}
+    for kind in CHILDREN:
+        for item in (get(cp, kind, namespace) or {}).get("items", []):
+            out[f"{kind}/{item['metadata']['name']}"] = item["metadata"]["uid"]
+    return out
+
+
+def reasons(cp: ControlPlane, namespace: str) -> dict[str, str]:
+    items = (get(cp, "playgrounds", namespace) or {}).get("items", [])
+    return {p["metadata"]["name"]: condition(p, "Available").get("reason", "") for p in items}
+
+
+def printer_columns(cp: ControlPlane, crd: str) -> list[str]:
+    obj = get(cp, f"crd/{crd}") or {}
+    return [c["name"] for c in obj["spec"]["versions"][0].get("additionalPrinterColumns", [])]
+
+
+def lead(op: Any) -> None:
+    wait_until(op.ready, "the operator to lead", LEAD_TIMEOUT, op.log)
+
+
+def test_upgrade_from_the_previous_release_adopts_live_objects(
+    control_plane: ControlPlane, namespace: str, tmp_path: Path
+) -> None:
+    cp, fig = control_plane, Figures("upgrade-n-1-to-n")
+    old = materialize(tmp_path / "n-1")
+    assert (old / "uv.lock").read_bytes() == (ROOT / "uv.lock").read_bytes(), (
+        f"uv.lock differs between {PREVIOUS_RELEASE} and now: build the N-1 environment with "
+        "`uv sync --frozen` instead of PYTHONPATH over the current .venv"
+    )
+    env = {"PYTHONPATH": old_pythonpath(old)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import llmaz; print(llmaz.__file__)"],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert where.startswith(str(old)), f"N-1 imports llmaz from {where}"
+
+    # The llmaz CRDs belong to whoever installed them last (another module's kubectl apply): the
+    # N-1 release must own them, as on a cluster that ran release N-1.
+    crds = [d["metadata"]["name"] for d in llmaz_crd_documents(ROOT, cp.binary("helm"))]
+    cp.kubectl("delete", "crd", *crds, "--ignore-not-found")
+    helm = Helm(cp, tmp_path / "helm-home")
+    old_chart = assemble(tmp_path / "chart-n-1", cp.tools_root.parent / "gomod", source=old / "charts/llmaz")
+    new_chart = assembled_chart(cp, tmp_path / "chart-n")
+    model_name = "qwen-rel-upgrade"
+    for workdir in ("op-n-1", "op-n"):
+        (tmp_path / workdir).mkdir()
+    try:
+        helm("install", RELEASE, str(old_chart), "-n", SA_NAMESPACE, "--create-namespace", *VALUES)
+        assert "InUse" not in printer_columns(cp, "openmodels.llmaz.io"), "N-1 CRDs are not N-1's"
+        kubeconfig = release_kubeconfig(cp, SA_NAMESPACE, RELEASE)
+        names = {f"u{i:02d}" for i in range(COUNT)}
+        since_line = audit_lines(cp)
+        with running_operator(
+            cp, tmp_path / "op-n-1", RELEASE, kubeconfig=kubeconfig, env_extra=env
+        ) as old_op:
+            lead(old_op)
+            began = time.monotonic()
+            cp.apply([model(model_name)] + [playground(n, namespace, model_name) for n in sorted(names)])
+            wait_converged(cp, namespace, names, old_op, T_CONV)
+            wait_until(
+                lambda: set(reasons(cp, namespace).values()) == {"Available"},
+                "every Playground Available under N-1",
+                T_CONV,
+                old_op.log,
+            )
+            fig.add("N-1 converge 20 Playgrounds", elapsed(began), " s")
+            before = child_uids(cp, namespace)
+            assert len(before) == 3 * COUNT, sorted(before)
+            assert old_op.stop(signal.SIGTERM, timeout=40) == 0, old_op.log.read_text()[-3000:]
+        check_rbac_enough(cp, old_op.user, since_line)
+
+        began = time.monotonic()
+        helm("upgrade", RELEASE, str(new_chart), "-n", SA_NAMESPACE, *VALUES)
+        fig.add("helm upgrade", elapsed(began), " s")
+        for crd, column in (("openmodels.llmaz.io", "InUse"), ("openmodels.llmaz.io", "Preheated")):
+            assert column in printer_columns(cp, crd), f"helm upgrade did not update CRD {crd}"
+        assert "InUse" in printer_columns(cp, "backendruntimes.inference.llmaz.io")
+        preheat = (get(cp, "crd/openmodels.llmaz.io") or {})["spec"]["versions"][0]["schema"]
+        assert "preheat" in preheat["openAPIV3Schema"]["properties"]["status"]["properties"]
+
+        since, since_line = time.time(), audit_lines(cp)
+        with running_operator(cp, tmp_path / "op-n", RELEASE, kubeconfig=kubeconfig) as op:
+            lead(op)
+            fig.add("N leading after upgrade", elapsed(began), " s")
+            wait_until(
+                lambda: condition(get(cp, f"openmodel/{model_name}"), "InUse").get("reason") == "Referenced",
+                "the new InUse status on the OpenModel",
+                T_CONV,
+                op.log,
+            )
+            table = cp.kubectl("get", "openmodel", model_name).stdout
+            assert "INUSE" in table and "Referenced" in table, table
+            wait_converged(cp, namespace, names, op, T_CONV)
+            fig.add("N converged (InUse filled) after upgrade", elapsed(began), " s")
+            assert set(reasons(cp, namespace).values()) <= SETTLED
+            assert child_uids(cp, namespace) == before, "children were replaced by the upgrade"
+            creates = [w for w in audit_writes(cp, op.user, since) if w.startswith("create ")]
+            creates = [w for w in creates if " leases " not in w and " events " not in w]
+            assert creates == [], f"N created objects again after the upgrade: {creates}"
+            writes = [
+                w for w in audit_writes(cp, op.user, since) if " leases " not in w and " events " not in w
+            ]
+            fig.add("N writes until converged", len(writes))
+
+            window = time.time()
+            time.sleep(QUIET_WINDOW)
+            noise = [
+                w for w in audit_writes(cp, op.user, window) if " leases " not in w and " events " not in w
+            ]
+            assert noise == [], f"writes in the quiet window after the upgrade: {noise}"
+            fig.add("writes in the 15 s quiet window", len(noise))
+            assert set(reasons(cp, namespace).values()) == {"Available"}, reasons(cp, namespace)
+            check_unique_and_owned(cp, namespace, names)
+            check_healthy(op)
+            fig.add("RSS", rss_mib(op), " MiB")
+            assert op.stop(signal.SIGTERM, timeout=40) == 0
+        check_rbac_enough(cp, op.user, since_line)
+        fig.add("child UIDs unchanged", f"{len(before)}/{len(before)}")
+    finally:
+        helm("uninstall", RELEASE, "-n", SA_NAMESPACE, "--wait=false", check=False)
+        cp.kubectl("delete", "openmodel", model_name, "--ignore-not-found", "--wait=false", check=False)
+    fig.report()
