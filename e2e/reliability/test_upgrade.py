@@ -185,7 +185,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         since, since_line = time.time(), audit_lines(cp)
         with running_operator(cp, tmp_path / "op-n", RELEASE, kubeconfig=kubeconfig) as op:
             lead(op)
-            fig.add("N leading after upgrade", elapsed(began), " s")
+            fig.add("N leading, from the helm upgrade start", elapsed(began), " s")
             wait_until(
                 lambda: condition(get(cp, f"openmodel/{model_name}"), "InUse").get("reason") == "Referenced",
                 "the InUse status on the OpenModel",
@@ -196,7 +196,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
             assert "INUSE" in table, table
             assert "Referenced" in table, table
             wait_converged(cp, namespace, names, op, T_CONV)
-            fig.add("N converged after upgrade", elapsed(began), " s")
+            fig.add("N converged, from the helm upgrade start", elapsed(began), " s")
             assert set(reasons(cp, namespace).values()) <= SETTLED
             assert child_uids(cp, namespace) == before, "children were replaced by the upgrade"
             creates = [w for w in object_writes(cp, op.user, since) if w.startswith("create ")]
