@@ -154,7 +154,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         n_1 = running_operator(cp, tmp_path / "op-n-1", RELEASE, kubeconfig=kubeconfig, env_extra=env)
         with n_1 as old_op:
             lead(old_op)
-            began = time.monotonic()
+            began, n_1_began = time.monotonic(), time.time() - 1  # audit stamps are whole seconds
             cp.apply([model(model_name)] + [playground(n, namespace, model_name) for n in sorted(names)])
             wait_converged(cp, namespace, names, old_op, T_CONV)
             wait_until(
@@ -164,6 +164,15 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
                 old_op.log,
             )
             fig.add("N-1 converge 20 Playgrounds", elapsed(began), " s")
+            # positive control for the "nothing written again" check below: N-1's child writes
+            # (server-side apply, a PATCH that creates) are seen under this user in the audit log
+            old_writes = object_writes(cp, old_op.user, n_1_began)
+            unwritten = [
+                n for n in names if not any(f"leaderworkersets {namespace}/{n}" in w for w in old_writes)
+            ]
+            assert unwritten == [], f"no N-1 write of these LWS in the audit log: {unwritten}"
+            fig.add("N-1 writes to converge", len(old_writes))
+            fig.add("N-1 write verbs", "/".join(sorted({w.split()[0] for w in old_writes})))
             # N-1 already writes the InUse condition; only its printer column is new in N
             in_use = condition(get(cp, f"openmodel/{model_name}"), "InUse").get("reason")
             assert in_use == "Referenced", in_use
@@ -199,9 +208,9 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
             fig.add("N converged, from the helm upgrade start", elapsed(began), " s")
             assert set(reasons(cp, namespace).values()) <= SETTLED
             assert child_uids(cp, namespace) == before, "children were replaced by the upgrade"
-            creates = [w for w in object_writes(cp, op.user, since) if w.startswith("create ")]
-            assert creates == [], f"N created objects again after the upgrade: {creates}"
             writes = object_writes(cp, op.user, since)
+            creates = [w for w in writes if w.split()[0] in ("create", "patch") and "/status" not in w]
+            assert creates == [], f"N created or re-applied objects after the upgrade: {creates}"
             requests = sum(1 for _ in audit_entries(cp, op.user, since))
             assert requests > 0, "no request of the N operator in the audit log: the filter sees nothing"
             fig.add("N requests until converged", requests)
