@@ -246,19 +246,19 @@ def test_dangling_references_churn_and_cycles_converge_without_loops(
 
         # ---------------------------------------------------------------- 3. "cycles"
         cp.apply([claims(playground("self-draft", ns, A), A, A)])
-        cp.apply([playground("x", ns, A), playground("y", ns, B)])
+        cp.apply([playground("sx", ns, A), playground("sy", ns, B)])
         wait_until(
-            lambda: serves(cp, ns, "x", f"Qwen/{A}") and serves(cp, ns, "y", "Qwen/qwen-ref-b-v2"),
+            lambda: serves(cp, ns, "sx", f"Qwen/{A}") and serves(cp, ns, "sy", "Qwen/qwen-ref-b-v2"),
             "x on A and y on B",
             T_CONV,
             op.log,
         )
         t0 = time.monotonic()
-        cp.apply([playground("x", ns, B), playground("y", ns, A)])  # the swap, in one apply
+        cp.apply([playground("sx", ns, B), playground("sy", ns, A)])  # the swap, in one apply
         wait_until(
             lambda: (
-                serves(cp, ns, "x", "Qwen/qwen-ref-b-v2", f"Qwen/{A}")
-                and serves(cp, ns, "y", f"Qwen/{A}", "Qwen/qwen-ref-b-v2")
+                serves(cp, ns, "sx", "Qwen/qwen-ref-b-v2", f"Qwen/{A}")
+                and serves(cp, ns, "sy", f"Qwen/{A}", "Qwen/qwen-ref-b-v2")
             ),
             "x and y swapped",
             T_CONV,
@@ -271,7 +271,7 @@ def test_dangling_references_churn_and_cycles_converge_without_loops(
         # tidy the dangling ones away so U and O can be checked on what serves
         cp.kubectl("delete", "playground", "no-model", "no-backend", "no-config", "-n", ns)
         cp.kubectl("delete", "isvc/draft-missing", "-n", ns)
-        done = users | {"sw", "br-user", "x", "y", "self-draft"}
+        done = users | {"sw", "br-user", "sx", "sy", "self-draft"}
         wait_converged(cp, ns, done, op, T_CONV)
         quiet_from = time.time() + 1
         time.sleep(QUIET + 1)
