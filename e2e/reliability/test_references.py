@@ -220,7 +220,19 @@ def test_dangling_references_churn_and_cycles_converge_without_loops(
         wait_until(lambda: settled(cp, ns, users | {"sw", "br-user"}), "all but the dangling", T_CONV, op.log)
         wait_until(lambda: serves(cp, ns, "sw", f"Qwen/{A}", f"Qwen/{B}"), "sw back on A", T_CONV, op.log)
         fig.add("A->B->A->B->A switch converged", elapsed(t0), " s")
-        # no stale index entry: editing B (sw named it twice) writes nothing about sw
+
+        # no stale reference: A's InUse names sw, B's (sw named it twice) does not; written after a
+        # quiet second, at most 30 s later
+        def in_use_of(m: str) -> str:
+            return str(condition(get(cp, f"openmodel/{m}"), "InUse").get("message", ""))
+
+        wait_until(
+            lambda: f"Playground {ns}/sw" in in_use_of(A) and f"Playground {ns}/sw" not in in_use_of(B),
+            "A's InUse names sw and B's does not",
+            40,
+            op.log,
+        )
+        # and editing B writes nothing about sw
         time.sleep(2)
         rv = get(cp, "pl/sw", ns)["metadata"]["resourceVersion"]  # type: ignore[index]
         since = time.time() + 1
