@@ -179,6 +179,11 @@ def audit_writes(cp: ControlPlane, user: str, since: float) -> list[str]:
     return out
 
 
+def status_writes(cp: ControlPlane, user: str, resource: str, namespace: str, name: str) -> int:
+    """How many times ``user`` patched the status of ``resource`` (plural) ``namespace/name`` so far."""
+    return audit_writes(cp, user, 0).count(f"patch {resource}/status {namespace}/{name}")
+
+
 # ----------------------------------------------------------------------------------- fixtures
 
 

@@ -121,6 +121,8 @@ def test_reconciles_at_once_stay_within_workers() -> None:
         playground=lambda ns, name: snaps.get(name),
         playgrounds=lambda: list(snaps.values()),
         services=list,
+        playground_count=lambda: len(snaps),
+        service_count=lambda: 0,
     )
     metrics = Metrics(kinds=("Playground", "Service"))
     rt = Runtime(

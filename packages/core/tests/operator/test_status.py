@@ -198,8 +198,13 @@ def test_rollout_progress_may_wait_but_availability_failures_and_spec_changes_ma
     # superseded within a moment by the next state: not worth a write of its own
     assert progress_only(waiting, pod_pending)
     assert progress_only(pod_pending, loading)
-    # the first status, becoming available, losing it, a failure, a new generation: written at once
-    assert not progress_only(None, waiting)
+    # the first status too, when it only says the rollout is under way: a pod Ready within the
+    # moment makes the first status Available, one write instead of two (issue 15)
+    assert progress_only(None, waiting)
+    assert progress_only({"conditions": [{"type": "IntegrationsReady", "status": "True"}]}, loading)
+    # becoming available, losing it, a failure, a blocked render, a new generation: written at once
+    assert not progress_only(None, _status("Available", "1/1 replicas ready", ready=1))
+    assert not progress_only(None, _status("ImagePullBackOff", "no such image", failing=True))
     assert not progress_only(loading, _status("Available", "1/1 replicas ready", ready=1))
     assert not progress_only(_status("Available", "1/1 replicas ready", ready=1), waiting)
     assert not progress_only(loading, _status("CrashLoopBackOff", "engine exits", failing=True))
@@ -209,19 +214,20 @@ def test_rollout_progress_may_wait_but_availability_failures_and_spec_changes_ma
         "Playground", Observation(generation=1, blocked=("ModelNotFound", "x")), None, T0
     )
     assert not progress_only(waiting, blocked)
+    assert not progress_only(None, blocked)
 
 
-def test_no_event_for_the_first_pending_but_for_every_other_first_reason() -> None:
+def test_the_first_status_has_an_event_only_when_it_is_a_warning() -> None:
     waiting = _status("Pending", "0/1 replicas ready; waiting for pods to be created")
-    assert not opening_event_wanted(None, waiting, warning=False)
-    assert opening_event_wanted(None, waiting, warning=True)  # e.g. a kubelet message worth a look
-    blocked = compute_status(
-        "Playground", Observation(generation=1, blocked=("ModelNotFound", "x")), None, T0
-    )
-    assert opening_event_wanted(None, blocked, warning=True)
-    assert opening_event_wanted(None, _status("Available", "1/1 replicas ready", ready=1), warning=False)
-    # a later change of the reason always has its Event
-    assert opening_event_wanted(waiting, _status("Loading", "downloading"), warning=False)
+    available = _status("Available", "1/1 replicas ready", ready=1)
+    # the first Pending or Available says nothing the condition does not
+    assert not opening_event_wanted(None, warning=False)
+    assert not opening_event_wanted({"conditions": []}, warning=False)
+    # a first status a user must act on (ModelNotFound, Unschedulable...) has its Event
+    assert opening_event_wanted(None, warning=True)
+    # every later change of the reason has its Event
+    assert opening_event_wanted(waiting, warning=False)
+    assert opening_event_wanted(available, warning=False)
 
 
 def test_leader_selector_is_what_the_lws_controller_reports() -> None:

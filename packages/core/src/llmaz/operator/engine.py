@@ -193,28 +193,48 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
 
 async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
     """Patch ``status`` when it changes; post one Event when the Available reason changes (not for
-    the first ``Pending``, which only says the rollout started). A change that is only progress of
-    the rollout is written once it has held for :data:`SETTLE_SECONDS`, unless a newer state
-    supersedes it first."""
+    the first status unless it is a warning, and no Normal Event on an inference Service whose
+    Playground reports the same). A status that only says the rollout is under way (the first
+    ``Pending`` included) is written once it has held for :data:`SETTLE_SECONDS`, unless a newer
+    state supersedes it first."""
     current = owner.get("status")
     desired = compute_status(owner["kind"], seen, current, rt.clock())
     desired.setdefault("selector", None)
     desired.setdefault("flavor", None)
-    if status_changed(current, desired) and progress_only(current, desired) and _settling(rt, owner):
+    warning = seen.blocked is not None or seen.failing
+    if (
+        not warning
+        and status_changed(current, desired)
+        and progress_only(current, desired)
+        and _settling(rt, owner)
+    ):
         return
     _settled(rt, uid_of(owner))
     if not await patch_status_once(rt, owner, desired):
         return
     meta = owner["metadata"]
     before, after = _available_condition(current), _available_condition(desired)
-    warning = seen.blocked is not None or seen.failing
-    if after is not None and before != after and opening_event_wanted(current, desired, warning=warning):
-        message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
-        try:
-            await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
-        except KubeError as err:  # an Event is best effort
-            if not namespace_terminating(err):
-                log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
+    if after is None or before == after or not opening_event_wanted(current, warning=warning):
+        return
+    if not warning and _reported_by_playground(owner):
+        return
+    message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
+    try:
+        await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
+    except KubeError as err:  # an Event is best effort
+        if not namespace_terminating(err):
+            log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
+
+
+def _reported_by_playground(owner: Snapshot) -> bool:
+    """Whether ``owner`` is an inference Service controlled by a Playground, whose status and Events
+    say the same (its warnings are still posted on both: ``kubectl describe`` of either explains)."""
+    if owner.get("kind") != "Service":
+        return False
+    return any(
+        ref.get("controller") and ref.get("kind") == "Playground"
+        for ref in owner["metadata"].get("ownerReferences") or []
+    )
 
 
 def _settling(rt: Runtime, owner: Snapshot) -> bool:
@@ -481,8 +501,8 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
 def record_managed(rt: Runtime, idx: Indexes) -> None:
     """``llmaz_objects_managed``: the Playgrounds and Services in the indexes (after every reconcile
     and at each resync, so a deleted object leaves the count at the next of either)."""
-    rt.metrics.managed.labels(kind="Playground").set(len(idx.playgrounds()))
-    rt.metrics.managed.labels(kind="Service").set(len(idx.services()))
+    rt.metrics.managed.labels(kind="Playground").set(idx.playground_count())
+    rt.metrics.managed.labels(kind="Service").set(idx.service_count())
 
 
 def _latest(idx: Indexes, snap: Snapshot) -> Snapshot:

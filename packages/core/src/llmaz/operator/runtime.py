@@ -123,6 +123,13 @@ class Indexes:
             return []
         return [v for key in list(idx) for v in idx[key]]
 
+    def _count(self, index: str) -> int:
+        """Objects in an index keyed by object (one value per key), without listing them: counting by
+        listing every Playground and Service after each reconcile was a quarter of the operator's
+        CPU at N = 1000 (issue 15)."""
+        idx = self._raw.get(index)
+        return len(idx) if idx is not None else 0
+
     def model(self, name: str) -> Snapshot | None:
         found = self._values(IDX_MODELS, name)
         return found[0] if found else None
@@ -144,12 +151,18 @@ class Indexes:
     def playgrounds(self) -> list[Snapshot]:
         return list(self._all(IDX_PLAYGROUNDS))
 
+    def playground_count(self) -> int:
+        return self._count(IDX_PLAYGROUNDS)
+
     def service(self, namespace: str, name: str) -> Snapshot | None:
         found = self._values(IDX_SERVICES, (namespace, name))
         return found[0] if found else None
 
     def services(self) -> list[Snapshot]:
         return list(self._all(IDX_SERVICES))
+
+    def service_count(self) -> int:
+        return self._count(IDX_SERVICES)
 
     def pods(self, namespace: str, workload: str) -> list[Snapshot]:
         """Pods of the LeaderWorkerSet ``workload`` (leaders and workers)."""

@@ -223,33 +223,31 @@ def _available(status: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
 
 
 def progress_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
-    """Whether going from ``current`` to ``desired`` is only progress of a rollout: ``Available`` is
-    ``False`` with a waiting reason (``Pending``, ``Loading``, ``Starting``) before and after, for the
-    same generation. Such a change may wait a moment before it is written, and is not written at all
-    when the next state supersedes it first (a pod that is ``Pending`` for a second before it is
-    Ready); becoming available, losing availability, a failure, a blocked render, a spec change and
-    the first status are never held back."""
+    """Whether ``desired`` only says a rollout is under way: ``Available`` is ``False`` with a waiting
+    reason (``Pending``, ``Loading``, ``Starting``), and so was it before, for the same generation, or
+    there was no ``Available`` condition before (the first status). Such a change may wait a moment
+    before it is written, and is not written at all when the next state supersedes it first (a pod
+    that is ``Pending`` for a few seconds before it is Ready: the first status is then
+    ``Available``). Becoming available, losing availability, a failure, a blocked render and a spec
+    change are never held back."""
     before, after = _available(current), _available(desired)
-    if before is None or after is None:
+    if after is None or after.get("status") != "False" or after.get("reason") not in WAITING_REASONS:
         return False
+    if before is None:
+        return True
     return (
         before.get("status") == "False"
-        and after.get("status") == "False"
         and before.get("reason") in WAITING_REASONS
-        and after.get("reason") in WAITING_REASONS
         and before.get("observedGeneration") == after.get("observedGeneration")
     )
 
 
-def opening_event_wanted(
-    current: Mapping[str, Any] | None, desired: Mapping[str, Any], *, warning: bool
-) -> bool:
-    """Whether the first ``Available`` condition an object gets deserves an Event: not when it only
-    says the rollout has started (``Pending``, not a warning); every later change of the reason does."""
-    if _available(current) is not None or warning:
-        return True
-    after = _available(desired)
-    return after is None or after.get("status") == "True" or after.get("reason") != REASON_PENDING
+def opening_event_wanted(current: Mapping[str, Any] | None, *, warning: bool) -> bool:
+    """Whether a change of the ``Available`` condition deserves an Event: every change after the
+    first status; the first status only when it is a warning (something for a user to act on). A
+    first ``Pending`` or ``Available`` says nothing the condition itself does not (issue 15: an Event
+    per object and transition was a third of the writes of a rollout)."""
+    return _available(current) is not None or warning
 
 
 def transitions(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> list[tuple[str, str, str]]:

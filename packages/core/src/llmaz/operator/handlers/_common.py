@@ -74,7 +74,7 @@ def register_referenced_kind(
     inputs = InputDigests()
 
     @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
-    def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
+    async def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
         return {name: snapshot(body)}
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry)

@@ -37,7 +37,7 @@ def _register_kind(  # noqa: PLR0917
     labels = {MANAGED_BY: MANAGER}
 
     @kopf.index(group, version, plural, id=index_id, labels=labels, registry=registry)
-    def by_owner(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    async def by_owner(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         uid = controller_uid(body)
         return {uid: snapshot(body)} if uid else {}
 

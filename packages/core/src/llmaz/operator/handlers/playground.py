@@ -38,11 +38,11 @@ def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUNDS, registry=registry)
-    def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): snapshot(body)}
 
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUND_REFS, registry=registry)
-    def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         return dict.fromkeys(references(dict(spec)), (namespace, name))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)

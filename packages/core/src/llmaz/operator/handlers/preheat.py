@@ -40,7 +40,7 @@ def _concerned(rt: Runtime) -> list[str]:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index("v1", "nodes", id=IDX_NODES, registry=registry)
-    def node_labels(name: str, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+    async def node_labels(name: str, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
         return {name: {"name": name, "labels": dict(labels)}}
 
     node_seen: dict[str, str] = {}
@@ -94,7 +94,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     # Preheat pods come through the pod watch (selector llmaz.io/model-name, which they carry): only
     # the loader's termination message is kept, the one-line cause PreheatFailed quotes.
     @kopf.index("v1", "pods", id=IDX_PREHEAT_PODS, labels=_JOB_LABELS, registry=registry)
-    def causes_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+    async def causes_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
         return {
             str(labels[LABEL_PREHEAT_MODEL]): {
                 "job": labels.get(JOB_NAME_LABEL, ""),

@@ -18,11 +18,11 @@ GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICES, registry=registry)
-    def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         return {(namespace, name): snapshot(body)}
 
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICE_REFS, registry=registry)
-    def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
+    async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
         models = (spec.get("modelClaims") or {}).get("models") or []
         return {("model", str(m["name"])): (namespace, name) for m in models if m.get("name")}
 
