@@ -22,7 +22,8 @@ from kopf._core.reactor import queueing
 
 from llmaz.operator import engine
 from llmaz.operator.config import OperatorConfig
-from llmaz.operator.handlers.lifecycle import configure
+from llmaz.operator.handlers import build_registry
+from llmaz.operator.handlers.lifecycle import NoDiffBase, configure
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
 
@@ -152,3 +153,14 @@ def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
     assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/model-name"]
     assert list(selectors.collect(Resource("batch", "v1", "jobs"))) == ["llmaz.io/preheat-model"]
     assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
+
+
+def test_no_change_handlers_so_kopf_needs_no_diff_base() -> None:
+    """The operator drops kopf's diff base (a deep copy of every event's body); that is only safe
+    while no handler of the registry needs a diff: events and indexes only."""
+    registry = build_registry()
+    assert not registry._changing.get_all_handlers()
+    assert not registry._spawning.get_all_handlers()
+    assert registry._watching.get_all_handlers()  # the check sees handlers at all
+    settings = _settings(WORKERS)
+    assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)

@@ -14,6 +14,7 @@ from llmaz.operator.status import (
     managed_by_condition,
     opening_event_wanted,
     progress_only,
+    same_reason,
     status_changed,
     with_condition,
 )
@@ -215,6 +216,16 @@ def test_rollout_progress_may_wait_but_availability_failures_and_spec_changes_ma
     )
     assert not progress_only(waiting, blocked)
     assert not progress_only(None, blocked)
+
+
+def test_a_change_of_message_only_keeps_the_reason_a_user_sees() -> None:
+    waiting = _status("Pending", "0/1 replicas ready; waiting for pods to be created")
+    pod_pending = _status("Pending", "pod pg-0-0 is Pending; 0/1 replicas ready")
+    loading = _status("Loading", "model-loader downloading; 0/1 replicas ready")
+    assert same_reason(waiting, pod_pending)
+    assert not same_reason(pod_pending, loading)
+    assert not same_reason(None, waiting)  # the first status
+    assert not same_reason(loading, _status("Available", "1/1 replicas ready", ready=1))
 
 
 def test_the_first_status_has_an_event_only_when_it_is_a_warning() -> None:

@@ -41,6 +41,7 @@ from llmaz.operator.status import (
     format_time,
     opening_event_wanted,
     progress_only,
+    same_reason,
     status_changed,
 )
 from llmaz.plugins.backend import Backend
@@ -58,10 +59,17 @@ RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 RECHECK_MARGIN = 0.5
 """Seconds added to a fallback recheck, so the deadline has passed when it runs."""
 SETTLE_SECONDS = 10.0
-"""How long a progress-only status change (:func:`llmaz.operator.status.progress_only`) waits before
-it is written; a newer state seen meanwhile replaces it (issue 15: a pod ``Pending`` for a few
-seconds before it is Ready cost every Playground and inference Service one more status write; under
-load a pod stayed ``Pending`` longer than 3 s, so the window is 10 s)."""
+"""How long a progress-only status change (:func:`llmaz.operator.status.progress_only`) that
+changes the reason (``Pending`` -> ``Loading``...) or is the first status waits before it is
+written; a newer state seen meanwhile replaces it (issue 15: a pod ``Pending`` for a few seconds
+before it is Ready cost every Playground and inference Service one more status write; under load a
+pod stayed ``Pending`` longer than 3 s, so the window is 10 s)."""
+DETAIL_SETTLE_SECONDS = 60.0
+"""How long a progress-only change that keeps the reason (only the message or the ready count
+changes: ``waiting for pods to be created`` -> ``pod ... is Pending``) waits. The STATUS column does
+not change; at N = 1000 on a 2-CPU control plane pods stayed Pending for minutes, and 73 % of the
+Playgrounds wrote such a change of their own (issue 15)."""
+
 _DIAGNOSIS_REASONS = frozenset(str(r) for r in Reason)
 
 
@@ -206,7 +214,7 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
         not warning
         and status_changed(current, desired)
         and progress_only(current, desired)
-        and _settling(rt, owner)
+        and _settling(rt, owner, DETAIL_SETTLE_SECONDS if same_reason(current, desired) else SETTLE_SECONDS)
     ):
         return
     _settled(rt, uid_of(owner))
@@ -237,13 +245,19 @@ def _reported_by_playground(owner: Snapshot) -> bool:
     )
 
 
-def _settling(rt: Runtime, owner: Snapshot) -> bool:
+def _settling(rt: Runtime, owner: Snapshot, seconds: float) -> bool:
     """Whether a progress-only change of ``owner``'s status should wait: True until it has been
-    held for :data:`SETTLE_SECONDS` (then a reconcile comes back to write it)."""
+    held for ``seconds`` (then a reconcile comes back to write it). A hold already running is
+    shortened when this change may wait less (a new reason after a message-only change)."""
     uid = uid_of(owner)
+    loop = asyncio.get_running_loop()
     held = rt.settling.get(uid)
     if held is not None:
-        return not held.due
+        if held.due:
+            return False
+        if loop.time() + seconds >= held.deadline:
+            return True
+        held.handle.cancel()
     meta = owner["metadata"]
     kind, ns, name = str(owner.get("kind")), meta.get("namespace") or "", meta["name"]
 
@@ -253,7 +267,7 @@ def _settling(rt: Runtime, owner: Snapshot) -> bool:
             entry.due = True
             rt.spawn(reconcile_named(rt, kind, ns, name))
 
-    rt.settling[uid] = Settling(asyncio.get_running_loop().call_later(SETTLE_SECONDS, due))
+    rt.settling[uid] = Settling(loop.call_later(seconds, due), loop.time() + seconds)
     return True
 
 

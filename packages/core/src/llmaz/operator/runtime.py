@@ -207,6 +207,8 @@ class Settling:
     """A status change held back until ``handle`` fires (then ``due``) and reconciles the owner."""
 
     handle: asyncio.TimerHandle
+    deadline: float
+    """Loop time at which ``handle`` fires."""
     due: bool = False
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "managed_by_condition",
     "opening_event_wanted",
     "progress_only",
+    "same_reason",
     "status_changed",
     "transitions",
     "with_condition",
@@ -240,6 +241,15 @@ def progress_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any])
         and before.get("reason") in WAITING_REASONS
         and before.get("observedGeneration") == after.get("observedGeneration")
     )
+
+
+def same_reason(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
+    """Whether ``current`` and ``desired`` have an ``Available`` condition with the same status and
+    reason (what ``kubectl get`` shows): only its message or counts differ."""
+    before, after = _available(current), _available(desired)
+    if before is None or after is None:
+        return False
+    return (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason"))
 
 
 def opening_event_wanted(current: Mapping[str, Any] | None, *, warning: bool) -> bool:

@@ -48,7 +48,9 @@ def pod_snapshot(body: kopf.Body) -> dict[str, Any]:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP_VERSION, PLURAL, id=IDX_PODS, labels=_LABELS, registry=registry)
-    async def by_workload(body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
+    async def by_workload(
+        body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
+    ) -> dict[Any, Any]:
         return {(namespace or "", labels[LWS_NAME_LABEL]): pod_snapshot(body)}
 
     @kopf.on.event(GROUP_VERSION, PLURAL, id="llmaz-pods", labels=_LABELS, registry=registry)

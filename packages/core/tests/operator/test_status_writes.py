@@ -1,0 +1,190 @@
+"""Which status writes and Events a rollout costs (issue 15): the engine's decisions in
+:func:`llmaz.operator.engine.write_status`, against a recording stand-in for the API server (the
+real one is in e2e/test_operator.py and the operator benchmark)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from llmaz.operator import engine
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.metrics import Metrics
+from llmaz.operator.runtime import Runtime
+from llmaz.operator.status import Observation
+
+SETTLE, DETAIL = 0.05, 0.4
+
+
+class RecordingKube:
+    """Stand-in for the API server: records status patches and Events, answers a new
+    resourceVersion per write."""
+
+    def __init__(self) -> None:
+        self.patches: list[str] = []
+        self.events: list[tuple[str, str, str]] = []
+        self.version = 100
+
+    def patch_status(self, api_version: str, kind: str, ns: str | None, name: str, status: Any) -> Any:
+        self.version += 1
+        reason = next(c["reason"] for c in status["conditions"] if c["type"] == "Available")
+        self.patches.append(reason)
+        return {"metadata": {"resourceVersion": str(self.version)}}
+
+    def post_event(self, event: dict[str, Any]) -> None:
+        self.events.append((event["involvedObject"]["kind"], event["reason"], event["type"]))
+
+
+@pytest.fixture(autouse=True)
+def short_holds() -> Iterator[None]:
+    mp = pytest.MonkeyPatch()
+    mp.setattr(engine, "SETTLE_SECONDS", SETTLE)
+    mp.setattr(engine, "DETAIL_SETTLE_SECONDS", DETAIL)
+    yield
+    mp.undo()
+
+
+def _runtime(kube: RecordingKube) -> Runtime:
+    return Runtime(
+        config=OperatorConfig(),
+        plugins=None,  # type: ignore[arg-type]
+        kube=kube,  # type: ignore[arg-type]
+        metrics=Metrics(kinds=("Playground", "Service")),
+        identity="unit",
+    )
+
+
+def _owner(kind: str = "Playground", owned_by_playground: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "chat", "namespace": "ns", "uid": f"uid-{kind}", "resourceVersion": "1"}
+    if owned_by_playground:
+        meta["ownerReferences"] = [{"kind": "Playground", "name": "chat", "uid": "p", "controller": True}]
+    return {"apiVersion": "inference.llmaz.io/v1alpha1", "kind": kind, "metadata": meta}
+
+
+def _seen(reason: str, message: str = "", *, ready: int = 0, failing: bool = False) -> Observation:
+    return Observation(
+        generation=1,
+        desired=1,
+        ready=ready,
+        available=reason == "Available",
+        workload=(reason, message or reason),
+        failing=failing,
+    )
+
+
+class Rollout:
+    """Feeds observations to write_status the way reconciles do: each one sees the status the
+    previous write left (the watch caught up)."""
+
+    def __init__(self, owner: dict[str, Any]) -> None:
+        self.kube = RecordingKube()
+        self.rt = _runtime(self.kube)
+        self.owner = owner
+
+    async def see(self, seen: Observation) -> None:
+        before = len(self.kube.patches)
+        await engine.write_status(self.rt, self.owner, seen)
+        if len(self.kube.patches) > before:
+            self.owner = dict(self.owner)
+            self.owner["status"] = engine.compute_status(
+                self.owner["kind"], seen, self.owner.get("status"), self.rt.clock()
+            )
+            meta = dict(self.owner["metadata"])
+            meta["resourceVersion"] = str(self.kube.version)
+            self.owner["metadata"] = meta
+
+
+def test_a_pod_ready_within_the_moment_costs_one_status_write_and_no_event() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner())
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await r.see(_seen("Pending", "pod chat-0 is Pending"))
+        await r.see(_seen("Available", ready=1))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.patches == ["Available"]
+    assert r.kube.events == []
+
+
+def test_a_pending_that_lasts_is_written_and_becoming_available_has_its_event() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner())
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await asyncio.sleep(SETTLE * 3)  # held long enough: the next reconcile writes it
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await r.see(_seen("Available", ready=1))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.patches == ["Pending", "Available"]
+    assert r.kube.events == [("Playground", "Available", "Normal")]
+
+
+def test_a_message_only_change_waits_longer_than_a_new_reason() -> None:
+    async def scenario() -> tuple[list[str], list[str], list[str]]:
+        r = Rollout(_owner())
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        # the same reason with a new message: held for DETAIL, not SETTLE
+        await r.see(_seen("Pending", "pod chat-0 is Pending"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending", "pod chat-0 is Pending"))
+        after_settle = list(r.kube.patches)
+        # a new reason shortens the hold to SETTLE
+        await r.see(_seen("Loading", "model-loader downloading"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Loading", "model-loader downloading"))
+        after_loading = list(r.kube.patches)
+        await r.see(_seen("Loading", "model-loader downloading 50 %"))
+        await asyncio.sleep(DETAIL * 1.5)
+        await r.see(_seen("Loading", "model-loader downloading 50 %"))
+        return after_settle, after_loading, list(r.kube.patches)
+
+    after_settle, after_loading, final = asyncio.run(scenario())
+    assert after_settle == ["Pending"]
+    assert after_loading == ["Pending", "Loading"]
+    assert final == ["Pending", "Loading", "Loading"]
+
+
+def test_a_first_status_a_user_must_act_on_is_written_at_once_with_a_warning() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner())
+        await r.see(_seen("ImagePullBackOff", "no such image", failing=True))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.patches == ["ImagePullBackOff"]
+    assert r.kube.events == [("Playground", "ImagePullBackOff", "Warning")]
+
+
+def test_a_playgrounds_inference_service_posts_only_warnings() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner("Service", owned_by_playground=True))
+        await r.see(_seen("Pending"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending"))
+        await r.see(_seen("Available", ready=1))
+        await r.see(_seen("CrashLoopBackOff", "engine exits", failing=True))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.patches == ["Pending", "Available", "CrashLoopBackOff"]
+    assert r.kube.events == [("Service", "CrashLoopBackOff", "Warning")]
+
+
+def test_a_standalone_inference_service_has_its_events() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner("Service"))
+        await r.see(_seen("Pending"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending"))
+        await r.see(_seen("Available", ready=1))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.events == [("Service", "Available", "Normal")]
