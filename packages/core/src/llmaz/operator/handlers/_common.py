@@ -12,7 +12,7 @@ import kopf
 from llmaz.api import BackendRuntime, OpenModel
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile_many
-from llmaz.operator.runtime import Indexes, Runtime, snapshot, uid_of
+from llmaz.operator.runtime import Indexes, Runtime, pack, uid_of
 
 MEMO_KEY = "llmaz"
 
@@ -75,7 +75,7 @@ def register_referenced_kind(
 
     @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
     async def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
-        return {name: snapshot(body)}
+        return {name: pack(body)}
 
     @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry)
     async def referenced_event(

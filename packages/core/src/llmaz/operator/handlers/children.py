@@ -13,7 +13,7 @@ from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.kube import ObjectKey
-from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, snapshot
+from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, pack
 
 OWNER_GROUP = "inference.llmaz.io"
 
@@ -39,7 +39,7 @@ def _register_kind(  # noqa: PLR0917
     @kopf.index(group, version, plural, id=index_id, labels=labels, registry=registry)
     async def by_owner(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         uid = controller_uid(body)
-        return {uid: snapshot(body)} if uid else {}
+        return {uid: pack(body)} if uid else {}
 
     if group == OWNER_GROUP:
         return  # inference Services reconcile their Playground in .service

@@ -15,7 +15,7 @@ from llmaz.operator.runtime import (
     IDX_PLAYGROUND_REFS,
     IDX_PLAYGROUNDS,
     latest_snapshot,
-    snapshot,
+    pack,
     uid_of,
 )
 
@@ -39,7 +39,7 @@ def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUNDS, registry=registry)
     async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): snapshot(body)}
+        return {(namespace, name): pack(body)}
 
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUND_REFS, registry=registry)
     async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:

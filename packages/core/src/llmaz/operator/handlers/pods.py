@@ -17,7 +17,7 @@ import kopf
 from llmaz.api.conventions import LABEL_MODEL_NAME
 from llmaz.operator.engine import reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_PODS
+from llmaz.operator.runtime import IDX_PODS, Packed
 from llmaz.render.objects import LWS_NAME_LABEL
 
 GROUP_VERSION, PLURAL = "v1", "pods"
@@ -51,7 +51,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def by_workload(
         body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
     ) -> dict[Any, Any]:
-        return {(namespace or "", labels[LWS_NAME_LABEL]): pod_snapshot(body)}
+        return {(namespace or "", labels[LWS_NAME_LABEL]): Packed(pod_snapshot(body))}
 
     @kopf.on.event(GROUP_VERSION, PLURAL, id="llmaz-pods", labels=_LABELS, registry=registry)
     async def pod_event(

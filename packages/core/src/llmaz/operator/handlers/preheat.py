@@ -14,7 +14,7 @@ from llmaz.operator import usage
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.preheat import marked, reconcile_preheat
-from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, snapshot
+from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, pack
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -75,7 +75,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         JOB_GROUP, JOB_VERSION, JOB_PLURAL, id=IDX_PREHEAT_JOBS, labels=_JOB_LABELS, registry=registry
     )
     def jobs_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
-        return {str(labels[LABEL_PREHEAT_MODEL]): snapshot(body)}
+        return {str(labels[LABEL_PREHEAT_MODEL]): pack(body)}
 
     @kopf.on.event(
         JOB_GROUP, JOB_VERSION, JOB_PLURAL, id="llmaz-preheat-jobs", labels=_JOB_LABELS, registry=registry

@@ -11,7 +11,7 @@ from llmaz.api import Service
 from llmaz.operator import usage
 from llmaz.operator.engine import reconcile, reconcile_named
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, latest_snapshot, snapshot, uid_of
+from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, latest_snapshot, pack, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
@@ -19,7 +19,7 @@ GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICES, registry=registry)
     async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): snapshot(body)}
+        return {(namespace, name): pack(body)}
 
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICE_REFS, registry=registry)
     async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
