@@ -1,0 +1,70 @@
+"""What the indexes keep of a watched object and what a read returns (issue 15: objects are kept
+pickled and unpacked on each read)."""
+
+from __future__ import annotations
+
+import pickle
+import sys
+from typing import Any
+
+from llmaz.operator.runtime import IDX_OWNED, IDX_PLAYGROUNDS, Indexes, Packed, pack
+
+LWS_INDEX = IDX_OWNED + "leaderworkerset_x_k8s_io_leaderworkerset"
+
+
+def _lws(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": "7",
+            "labels": {"app.kubernetes.io/managed-by": "llmaz"},
+            "ownerReferences": [{"kind": "Service", "uid": "svc", "controller": True}],
+            "managedFields": [{"manager": "llmaz", "fieldsV1": {"f:spec": {}}}] * 20,
+        },
+        "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1, "workerTemplate": {"spec": {}}}},
+        "status": {"hpaPodSelector": f"leaderworkerset.sigs.k8s.io/name={name}"},
+    }
+
+
+def test_a_read_returns_the_object_without_managed_fields_as_a_fresh_copy() -> None:
+    body = _lws("chat")
+    idx = Indexes({LWS_INDEX: {"svc": [pack(body)]}})
+    (first,) = idx.owned("svc")
+    expected = dict(body)
+    expected["metadata"] = {k: v for k, v in body["metadata"].items() if k != "managedFields"}
+    assert first == expected
+    # a reconcile may change what it read; the index keeps what the watch saw
+    first["spec"]["replicas"] = 5
+    (second,) = idx.owned("svc")
+    assert second["spec"]["replicas"] == 1
+    # the watched body is not shared either
+    body["spec"]["replicas"] = 3
+    assert idx.owned("svc")[0]["spec"]["replicas"] == 1
+
+
+def test_lookups_and_counts() -> None:
+    idx = Indexes({IDX_PLAYGROUNDS: {("ns", "a"): [pack({"metadata": {"name": "a"}})]}})
+    assert idx.playground("ns", "a") == {"metadata": {"name": "a"}}
+    assert idx.playground("ns", "missing") is None
+    assert idx.playground_count() == 1
+    assert Indexes({}).playground_count() == 0
+
+
+def test_a_packed_object_is_smaller_than_its_dicts() -> None:
+    body = _lws("chat")
+    del body["metadata"]["managedFields"]
+    packed = Packed(body)
+
+    def deep_size(obj: Any) -> int:
+        size = sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            size += sum(deep_size(k) + deep_size(v) for k, v in obj.items())
+        elif isinstance(obj, list):
+            size += sum(deep_size(v) for v in obj)
+        return size
+
+    assert sys.getsizeof(packed.data) < deep_size(pickle.loads(packed.data)) / 2
