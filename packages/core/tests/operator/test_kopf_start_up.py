@@ -134,10 +134,16 @@ def test_reconciles_at_once_stay_within_workers() -> None:
         identity="unit",
         indexes=indexes,  # type: ignore[arg-type]
     )
+
+    async def run() -> None:
+        engine.enqueue_many(rt, [("Playground", "ns", n) for n in snaps])
+        while rt.queue.depth() or rt.queue.workers:
+            await asyncio.sleep(0.01)
+
     mp = pytest.MonkeyPatch()
     mp.setitem(engine.RECONCILERS, "Playground", reconciler)
     try:
-        asyncio.run(engine.reconcile_many(rt, [("Playground", "ns", n) for n in snaps]))
+        asyncio.run(run())
     finally:
         mp.undo()
     assert peak == WORKERS
@@ -164,3 +170,51 @@ def test_no_change_handlers_so_kopf_needs_no_diff_base() -> None:
     assert registry._watching.get_all_handlers()  # the check sees handlers at all
     settings = _settings(WORKERS)
     assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
+
+
+def test_a_burst_of_events_costs_one_reconcile_and_one_more_if_it_came_during_it() -> None:
+    """Events only name the object: queued five times while waiting, it is reconciled once; queued
+    while its reconcile runs, once more after (never twice at the same time)."""
+    calls: list[str] = []
+    running: set[str] = set()
+    overlap = False
+
+    async def reconciler(rt: Any, idx: Any, snap: Any) -> None:
+        nonlocal overlap
+        name = snap["metadata"]["name"]
+        overlap = overlap or name in running
+        running.add(name)
+        calls.append(name)
+        if len(calls) == 1:
+            engine.enqueue(rt, "Playground", "ns", name)  # an event during the reconcile
+            engine.enqueue(rt, "Playground", "ns", name)
+        await asyncio.sleep(0.01)
+        running.discard(name)
+
+    snaps = {"a": {"kind": "Playground", "metadata": {"uid": "u", "name": "a", "namespace": "ns"}}}
+    indexes = SimpleNamespace(
+        playground=lambda ns, name: snaps.get(name), playground_count=lambda: 1, service_count=lambda: 0
+    )
+    rt = Runtime(
+        config=OperatorConfig(workers=4),
+        plugins=None,  # type: ignore[arg-type]
+        kube=None,  # type: ignore[arg-type]
+        metrics=Metrics(kinds=("Playground", "Service")),  # type: ignore[arg-type]
+        identity="unit",
+        indexes=indexes,  # type: ignore[arg-type]
+    )
+
+    async def run() -> None:
+        for _ in range(5):
+            engine.enqueue(rt, "Playground", "ns", "a")
+        while rt.queue.depth() or rt.queue.workers:
+            await asyncio.sleep(0.01)
+
+    mp = pytest.MonkeyPatch()
+    mp.setitem(engine.RECONCILERS, "Playground", reconciler)
+    try:
+        asyncio.run(run())
+    finally:
+        mp.undo()
+    assert calls == ["a", "a"]
+    assert not overlap

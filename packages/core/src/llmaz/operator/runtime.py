@@ -1,6 +1,6 @@
 """What the handlers share, kept in kopf's memo (built at start-up; no module globals).
 
-* :class:`Runtime`: configuration, plugin manager, API adapter, metrics, per-object locks and the
+* :class:`Runtime`: configuration, plugin manager, API adapter, metrics, the work queue and the
   small caches that keep an event caused by our own write from writing again.
 * :class:`Indexes`: the kopf indexes (objects by name, dependents by referenced model/backend,
   children by owner uid), as one typed view.
@@ -68,18 +68,9 @@ def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
     return plain
 
 
-def snapshot(body: Mapping[str, Any]) -> Snapshot:
-    """A deep, plain copy of a watched object (kopf bodies must not be kept), without
-    ``metadata.managedFields``, which nothing reads and which is the largest part of an applied
-    object. Copied with pickle: the bodies are decoded JSON, and ``copy.deepcopy`` of every watched
-    object was ~13 % of the operator's CPU at N = 100 (issue 15's profile); pickle is ~4 x faster."""
-    copied: Snapshot = pickle.loads(pickle.dumps(_plain(body), pickle.HIGHEST_PROTOCOL))
-    return copied
-
-
 class Packed:
-    """A watched object as the indexes keep it: pickled (what :func:`snapshot` copies), unpickled
-    into a fresh :data:`Snapshot` on every read through :class:`Indexes`.
+    """A watched object as the indexes keep it: pickled, unpickled into a fresh :data:`Snapshot`
+    (a deep, plain copy: kopf bodies must not be kept) on every read through :class:`Indexes`.
 
     At N = 1000 Playgrounds the operator keeps ~5000 objects; as decoded dicts they took ~60 MB,
     and their many small long-lived objects, scattered among the short-lived ones of every decoded
@@ -98,20 +89,9 @@ class Packed:
 
 
 def pack(body: Mapping[str, Any]) -> Packed:
-    """What an index keeps of a watched object (:func:`snapshot`'s content, packed)."""
+    """What an index keeps of a watched object: everything but ``metadata.managedFields``, which
+    nothing reads and which is the largest part of an applied object."""
     return Packed(_plain(body))
-
-
-def latest_snapshot(indexed: Snapshot | None, body: Mapping[str, Any]) -> Snapshot:
-    """The index's copy of ``body`` when it is that object at the same or a newer version (kopf
-    indexes an event before it calls the handlers), else a new copy: one copy per event, not two."""
-    if (
-        indexed is not None
-        and uid_of(indexed) == uid_of(body)
-        and resource_version(indexed) >= resource_version(body)
-    ):
-        return indexed
-    return snapshot(body)
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -236,6 +216,22 @@ class Indexes:
 
 
 @dataclass
+class WorkQueue:
+    """Objects waiting for a reconcile (:func:`llmaz.operator.engine.enqueue`), as
+    ``(kind, namespace, name)``, oldest first; each is waiting at most once."""
+
+    waiting: dict[tuple[str, str, str], None] = field(default_factory=dict)
+    busy: set[tuple[str, str, str]] = field(default_factory=set)
+    """Being reconciled now."""
+    again: set[tuple[str, str, str]] = field(default_factory=set)
+    """Busy objects queued again meanwhile: waiting once their reconcile ends."""
+    workers: int = 0
+
+    def depth(self) -> int:
+        return len(self.waiting) + len(self.busy)
+
+
+@dataclass
 class Settling:
     """A status change held back until ``handle`` fires (then ``due``) and reconciles the owner."""
 
@@ -264,7 +260,7 @@ class Runtime:
     """Child -> (hash of what we applied, resourceVersion the API server answered)."""
     statuses: dict[str, tuple[Any, int]] = field(default_factory=dict)
     """Owner uid -> (status we wrote, resourceVersion answered)."""
-    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    queue: WorkQueue = field(default_factory=WorkQueue)
     retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     """Owner uid -> a reconcile scheduled for when flavor fallback's decision may change."""
@@ -284,17 +280,9 @@ class Runtime:
     """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
-    semaphore: asyncio.Semaphore | None = None
-
-    def lock(self, uid: str) -> asyncio.Lock:
-        lock = self.locks.get(uid)
-        if lock is None:
-            lock = self.locks[uid] = asyncio.Lock()
-        return lock
 
     def forget(self, uid: str) -> None:
         """Drop what is kept for a deleted owner."""
-        self.locks.pop(uid, None)
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
         self.references.pop(uid, None)
@@ -305,12 +293,6 @@ class Runtime:
         settling = self.settling.pop(uid, None)
         if settling is not None:
             settling.handle.cancel()
-
-    def slots(self) -> asyncio.Semaphore:
-        """Admits ``config.workers`` reconciles at once (every reconcile, whatever started it)."""
-        if self.semaphore is None:
-            self.semaphore = asyncio.Semaphore(self.config.workers)
-        return self.semaphore
 
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference until it ends."""

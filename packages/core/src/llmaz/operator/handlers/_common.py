@@ -11,7 +11,7 @@ import kopf
 
 from llmaz.api import BackendRuntime, OpenModel
 from llmaz.operator import usage
-from llmaz.operator.engine import reconcile_many
+from llmaz.operator.engine import enqueue_many
 from llmaz.operator.runtime import Indexes, Runtime, pack, uid_of
 
 MEMO_KEY = "llmaz"
@@ -90,4 +90,4 @@ def register_referenced_kind(
         if not inputs.changed(event, body) or change is None:
             return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None
-        await reconcile_many(rt, rt.indexes.dependents(ref, name))
+        enqueue_many(rt, rt.indexes.dependents(ref, name))

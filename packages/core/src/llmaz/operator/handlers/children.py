@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
-from llmaz.operator.engine import reconcile_named
+from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, pack
@@ -54,4 +54,4 @@ def _register_kind(  # noqa: PLR0917
             rt.applied.pop(ObjectKey.of(body), None)
         owner = _owner(body)
         if owner is not None:
-            await reconcile_named(rt, owner[0], body.metadata.namespace or "", owner[1])
+            enqueue(rt, owner[0], body.metadata.namespace or "", owner[1])

@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
-from llmaz.operator.engine import reconcile_many, record_managed
+from llmaz.operator.engine import enqueue_many, record_managed
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
@@ -72,7 +72,7 @@ async def _resync(rt: Runtime) -> None:
         targets += [("Service", *_key(s)) for s in idx.services()]
         record_managed(rt, idx)
         log.debug("resync of %d objects", len(targets))
-        await reconcile_many(rt, targets)
+        enqueue_many(rt, targets)
 
 
 def _key(snap: dict[str, Any]) -> tuple[str, str]:

@@ -9,12 +9,11 @@ import kopf
 from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator import usage
-from llmaz.operator.engine import reconcile
+from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import (
     IDX_PLAYGROUND_REFS,
     IDX_PLAYGROUNDS,
-    latest_snapshot,
     pack,
     uid_of,
 )
@@ -56,6 +55,4 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if event_type(event) == "DELETED":
             rt.forget(uid)
             return
-        assert rt.indexes is not None
-        indexed = rt.indexes.playground(body.metadata.namespace or "", body.metadata.name or "")
-        await reconcile(rt, rt.indexes, latest_snapshot(indexed, body))
+        enqueue(rt, "Playground", body.metadata.namespace or "", body.metadata.name or "")

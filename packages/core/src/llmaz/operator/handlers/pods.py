@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from llmaz.api.conventions import LABEL_MODEL_NAME
-from llmaz.operator.engine import reconcile_named
+from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_PODS, Packed
 from llmaz.render.objects import LWS_NAME_LABEL
@@ -61,5 +61,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
             return  # initial listing: the owners' own listing reconciles them
         rt = runtime(memo, kw)
         ns, workload = namespace or "", str(labels[LWS_NAME_LABEL])
-        await reconcile_named(rt, "Service", ns, workload)
-        await reconcile_named(rt, "Playground", ns, workload)
+        enqueue(rt, "Service", ns, workload)
+        enqueue(rt, "Playground", ns, workload)

@@ -9,9 +9,9 @@ import kopf
 
 from llmaz.api import Service
 from llmaz.operator import usage
-from llmaz.operator.engine import reconcile, reconcile_named
+from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers._common import event_type, runtime
-from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, latest_snapshot, pack, uid_of
+from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, pack, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
@@ -39,10 +39,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if kind == "DELETED":
             rt.forget(uid)
         else:
-            assert rt.indexes is not None
-            indexed = rt.indexes.service(body.metadata.namespace or "", body.metadata.name or "")
-            await reconcile(rt, rt.indexes, latest_snapshot(indexed, body))
+            enqueue(rt, "Service", body.metadata.namespace or "", body.metadata.name or "")
         if kind is not None:
             for ref in body.get("metadata", {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
-                    await reconcile_named(rt, "Playground", body.metadata.namespace or "", ref["name"])
+                    enqueue(rt, "Playground", body.metadata.namespace or "", ref["name"])
