@@ -51,7 +51,7 @@ OPERATOR_METRIC_FAMILIES: tuple[OperatorMetric, ...] = (
         "llmaz_reconcile_duration_seconds", "histogram", "Time of one reconcile, per kind.", ("kind",)
     ),
     OperatorMetric("llmaz_objects_managed", "gauge", "Objects the operator watches, per kind.", ("kind",)),
-    OperatorMetric("llmaz_queue_depth", "gauge", "Reconciles waiting for or holding an object's lock."),
+    OperatorMetric("llmaz_queue_depth", "gauge", "Objects waiting for or in a reconcile (the work queue)."),
     OperatorMetric(
         "llmaz_api_writes",
         "counter",
