@@ -261,6 +261,8 @@ class Runtime:
     statuses: dict[str, tuple[Any, int]] = field(default_factory=dict)
     """Owner uid -> (status we wrote, resourceVersion answered)."""
     queue: WorkQueue = field(default_factory=WorkQueue)
+    locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+    """Named locks of work outside the queue (a model's preheat Jobs)."""
     retries: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     """Owner uid -> a reconcile scheduled for when flavor fallback's decision may change."""
@@ -280,6 +282,12 @@ class Runtime:
     """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
+
+    def lock(self, key: str) -> asyncio.Lock:
+        lock = self.locks.get(key)
+        if lock is None:
+            lock = self.locks[key] = asyncio.Lock()
+        return lock
 
     def forget(self, uid: str) -> None:
         """Drop what is kept for a deleted owner."""
