@@ -469,7 +469,13 @@ def list_items(api: Http, path: str) -> list[dict[str, Any]]:
 def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path | None) -> dict[str, Any]:
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
-    result: dict[str, Any] = {"n": n, "gpu_nodes": nodes, "concurrency": concurrency, "idle_window_s": idle}
+    result: dict[str, Any] = {
+        "n": n,
+        "gpu_nodes": nodes,
+        "concurrency": concurrency,
+        "idle_window_s": idle,
+        "load_average_before": round(os.getloadavg()[0], 2),  # how quiet the machine was
+    }
     print(
         f"\n== N={n}: booting a tier-B control plane with {nodes} KWOK nodes x {GPUS_PER_NODE} GPUs",
         flush=True,
@@ -577,6 +583,10 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
             result["api"] = {
                 "requests_per_playground": {k: round(v / n, 2) for k, v in sorted(by.items())},
                 "writes_per_playground": round(len(writes) / n, 2),
+                "writes_per_playground_by_part": {
+                    part: round(sum(1 for r in writes if _part(r[1], r[2]) == part) / n, 2)
+                    for part in ("children", "status", "events", "shared")
+                },
                 "conflicts_409": sum(1 for r in conv if r[3] == 409),
                 "errors_5xx_429": sum(1 for r in conv if r[3] >= 500 or r[3] == 429),
                 "idle_writes": len(idle_writes),
@@ -639,6 +649,18 @@ def run_one(n: int, idle: float, concurrency: int, timeout: float, profile: Path
 # ----------------------------------------------------------------------------- report
 
 
+def _part(verb: str, resource: str) -> str:
+    """What a write of the operator was for: a child, the status of a Playground or inference
+    Service, an Event, or the status of a shared OpenModel/BackendRuntime (``InUse``)."""
+    if resource == "events":
+        return "events"
+    if resource in ("openmodels/status", "backendruntimes/status"):
+        return "shared"
+    if resource.endswith("/status"):
+        return "status"
+    return "children"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("create N Playgrounds (s)", lambda r: r["operator"]["create_s"]),
@@ -650,7 +672,12 @@ def table(results: list[dict[str, Any]]) -> str:
         ("LWS ready: bulk client (s)", lambda r: r["bulk"]["lws_ready_s"]),
         ("Playgrounds Available (s)", lambda r: r["operator"]["available_s"]),
         ("  ratio to bulk LWS ready (target <= 1.1)", lambda r: r["ratios"]["available_vs_bulk_lws_ready"]),
+        ("load average before the run (1 min)", lambda r: r.get("load_average_before")),
         ("writes per Playground (target <= 5)", lambda r: r["api"]["writes_per_playground"]),
+        (
+            "  children / status / Events / shared InUse",
+            lambda r: " / ".join(str(v) for v in r["api"]["writes_per_playground_by_part"].values()),
+        ),
         ("409 conflicts while converging", lambda r: r["api"]["conflicts_409"]),
         ("writes in the idle window (target 0)", lambda r: r["api"]["idle_writes"]),
         ("idle window (s)", lambda r: r["idle_window_s"]),
