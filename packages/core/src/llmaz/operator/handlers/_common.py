@@ -31,10 +31,11 @@ def event_type(event: Mapping[str, Any]) -> str | None:
 
 
 class InputDigests:
-    """What dependents render from, per OpenModel/BackendRuntime uid: everything but ``status`` and
-    server bookkeeping. Our own ``InUse`` status writes (one per model per second while Playgrounds
-    are created) must not re-reconcile every dependent: at N Playgrounds that was N reconciles per
-    model status write (issue 15)."""
+    """What a reconcile reads of an object, per uid: everything but ``status`` and server
+    bookkeeping (spec, labels, annotations, deletion). Used for OpenModels and BackendRuntimes (our
+    own ``InUse`` status writes must not re-reconcile every dependent: at N Playgrounds that was N
+    reconciles per model status write) and for children other than inference Services (only a
+    change of what the operator applied, or a deletion, needs a repair; issue 15)."""
 
     def __init__(self) -> None:
         self._seen: dict[str, str] = {}

@@ -1,6 +1,7 @@
 """Children (LeaderWorkerSets, ``-lb`` Services, HPAs; a Playground's inference Service is handled
-in :mod:`.service`): indexed by their controller's uid, and every change or deletion reconciles the
-controller, so a deleted or hand-edited child is repaired within seconds. Only objects labelled
+in :mod:`.service`): indexed by their controller's uid. A change of what the operator applied
+(spec, labels, annotations) or a deletion reconciles the controller, so a deleted or hand-edited
+child is repaired within seconds; a status-only change reconciles nothing. Only objects labelled
 ``app.kubernetes.io/managed-by=llmaz`` are watched."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import kopf
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import enqueue
-from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.handlers._common import InputDigests, event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, pack
 
@@ -44,11 +45,17 @@ def _register_kind(  # noqa: PLR0917
     if group == OWNER_GROUP:
         return  # inference Services reconcile their Playground in .service
 
+    inputs = InputDigests()
+
     @kopf.on.event(group, version, plural, id=f"llmaz-child-{kind}", labels=labels, registry=registry)
     async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
         kind_ = event_type(event)
-        if kind_ is None:
-            return  # initial listing: the owners' own listing reconciles them
+        if not inputs.changed(event, body) or kind_ is None:
+            # a status-only change (the LeaderWorkerSet controller updates its status many times
+            # while pods start, and keeps going after every Playground is Available: at N = 1000
+            # those reconciles were the operator's CPU after converging; issue 15) needs no repair,
+            # and the initial listing is reconciled by the owners' own listing
+            return
         rt = runtime(memo, kw)
         if kind_ == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
