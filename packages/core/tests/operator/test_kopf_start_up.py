@@ -103,6 +103,41 @@ def test_a_worker_limit_below_the_listing_would_freeze_it() -> None:
     assert asyncio.run(_process_listing(settings)) == set()
 
 
+def _queue_runtime(snaps: dict[str, Any], workers: int) -> Runtime:
+    """A Runtime whose indexes hold the Playgrounds ``snaps`` (by name) and nothing else."""
+    indexes = SimpleNamespace(
+        playground=lambda ns, name: snaps.get(name),
+        playgrounds=lambda: list(snaps.values()),
+        services=list,
+        playground_count=lambda: len(snaps),
+        service_count=lambda: 0,
+    )
+    return Runtime(
+        config=OperatorConfig(workers=workers),
+        plugins=None,  # type: ignore[arg-type]
+        kube=None,  # type: ignore[arg-type]
+        metrics=Metrics(kinds=("Playground", "Service")),
+        identity="unit",
+        indexes=indexes,  # type: ignore[arg-type]
+    )
+
+
+def _run_queue(rt: Runtime, reconciler: Any, targets: list[tuple[str, str, str]]) -> None:
+    """Queue ``targets`` (reconciled by ``reconciler``) and wait until the work queue is empty."""
+
+    async def run() -> None:
+        engine.enqueue_many(rt, targets)
+        while rt.queue.depth() or rt.queue.workers:
+            await asyncio.sleep(0.01)
+
+    mp = pytest.MonkeyPatch()
+    mp.setitem(engine.RECONCILERS, "Playground", reconciler)
+    try:
+        asyncio.run(run())
+    finally:
+        mp.undo()
+
+
 def test_reconciles_at_once_stay_within_workers() -> None:
     """``workers`` now bounds reconciles (not kopf workers): 7 resync targets, at most 2 at once."""
     running, peak = 0, 0
@@ -118,37 +153,11 @@ def test_reconciles_at_once_stay_within_workers() -> None:
         f"p{i}": {"kind": "Playground", "metadata": {"uid": f"u{i}", "name": f"p{i}", "namespace": "ns"}}
         for i in range(OBJECTS)
     }
-    indexes = SimpleNamespace(
-        playground=lambda ns, name: snaps.get(name),
-        playgrounds=lambda: list(snaps.values()),
-        services=list,
-        playground_count=lambda: len(snaps),
-        service_count=lambda: 0,
-    )
-    metrics = Metrics(kinds=("Playground", "Service"))
-    rt = Runtime(
-        config=OperatorConfig(workers=WORKERS),
-        plugins=None,  # type: ignore[arg-type]
-        kube=None,  # type: ignore[arg-type]
-        metrics=metrics,  # type: ignore[arg-type]
-        identity="unit",
-        indexes=indexes,  # type: ignore[arg-type]
-    )
-
-    async def run() -> None:
-        engine.enqueue_many(rt, [("Playground", "ns", n) for n in snaps])
-        while rt.queue.depth() or rt.queue.workers:
-            await asyncio.sleep(0.01)
-
-    mp = pytest.MonkeyPatch()
-    mp.setitem(engine.RECONCILERS, "Playground", reconciler)
-    try:
-        asyncio.run(run())
-    finally:
-        mp.undo()
+    rt = _queue_runtime(snaps, WORKERS)
+    _run_queue(rt, reconciler, [("Playground", "ns", n) for n in snaps])
     assert peak == WORKERS
-    assert metrics.registry.get_sample_value("llmaz_queue_depth") == 0  # every reconcile left it
-    managed = metrics.registry.get_sample_value("llmaz_objects_managed", {"kind": "Playground"})
+    assert rt.metrics.registry.get_sample_value("llmaz_queue_depth") == 0  # every reconcile left it
+    managed = rt.metrics.registry.get_sample_value("llmaz_objects_managed", {"kind": "Playground"})
     assert managed == OBJECTS
 
 
@@ -192,29 +201,7 @@ def test_a_burst_of_events_costs_one_reconcile_and_one_more_if_it_came_during_it
         running.discard(name)
 
     snaps = {"a": {"kind": "Playground", "metadata": {"uid": "u", "name": "a", "namespace": "ns"}}}
-    indexes = SimpleNamespace(
-        playground=lambda ns, name: snaps.get(name), playground_count=lambda: 1, service_count=lambda: 0
-    )
-    rt = Runtime(
-        config=OperatorConfig(workers=4),
-        plugins=None,  # type: ignore[arg-type]
-        kube=None,  # type: ignore[arg-type]
-        metrics=Metrics(kinds=("Playground", "Service")),  # type: ignore[arg-type]
-        identity="unit",
-        indexes=indexes,  # type: ignore[arg-type]
-    )
-
-    async def run() -> None:
-        for _ in range(5):
-            engine.enqueue(rt, "Playground", "ns", "a")
-        while rt.queue.depth() or rt.queue.workers:
-            await asyncio.sleep(0.01)
-
-    mp = pytest.MonkeyPatch()
-    mp.setitem(engine.RECONCILERS, "Playground", reconciler)
-    try:
-        asyncio.run(run())
-    finally:
-        mp.undo()
+    rt = _queue_runtime(snaps, 4)
+    _run_queue(rt, reconciler, [("Playground", "ns", "a")] * 5)
     assert calls == ["a", "a"]
     assert not overlap
