@@ -123,7 +123,7 @@ def api(apiserver: ControlPlane) -> Iterator[client.CustomObjectsApi]:
         api_client.close()
         # The tier A API server is shared by the session: leave it as found (a later client-side
         # `kubectl apply` of the same CRDs would otherwise meet server-side-applied objects).
-        apiserver.kubectl("delete", "crd", *[d["metadata"]["name"] for d in docs], "--wait=true")
+        apiserver.delete_crds([d["metadata"]["name"] for d in docs])
 
 
 def _submit(api: client.CustomObjectsApi, kind: type[Resource], spec: Any) -> tuple[int, Any]:

@@ -39,11 +39,16 @@ def helm(apiserver: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> I
     yield runner
     runner("uninstall", RELEASE, "-n", NAMESPACE, "--wait=false", check=False)
     apiserver.kubectl("delete", "namespace", NAMESPACE, "--wait=false", check=False)
-    apiserver.kubectl("delete", "crd", *CRDS, "--ignore-not-found", check=False)
+    apiserver.delete_crds(CRDS)
     # the LWS chart's CRDs (Helm never deletes what a chart's crds/ folder installed)
-    for crd in apiserver.kubectl("get", "crd", "-o", "name", check=False).stdout.split():
-        if crd.endswith(".x-k8s.io") and ("leaderworkerset" in crd or "disaggregated" in crd):
-            apiserver.kubectl("delete", crd, "--ignore-not-found", check=False)
+    lws = apiserver.kubectl("get", "crd", "-o", "name").stdout.split()
+    apiserver.delete_crds(
+        [
+            crd.split("/", 1)[1]
+            for crd in lws
+            if crd.endswith(".x-k8s.io") and ("leaderworkerset" in crd or "disaggregated" in crd)
+        ]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +59,7 @@ def chart(apiserver: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> 
 @pytest.fixture(scope="module")
 def installed(apiserver: ControlPlane, helm: Helm, chart: Path) -> str:
     """The release installed into a namespace that enforces, warns and audits Pod Security restricted."""
-    apiserver.kubectl("delete", "crd", *CRDS, "--ignore-not-found")  # leftovers of other suites
+    apiserver.delete_crds(CRDS)  # leftovers of other suites
     apiserver.apply(
         [
             {

@@ -148,6 +148,40 @@ def test_restarts_keep_state(apiserver: ControlPlane) -> None:
     cp.check_alive()
 
 
+def _crd(plural: str, *, open_schema: bool = False) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object"}}}
+    if open_schema:
+        schema["x-kubernetes-preserve-unknown-fields"] = True
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.devkit.example"},
+        "spec": {
+            "group": "devkit.example",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": plural[:-1], "kind": plural[:-1].capitalize()},
+            "versions": [
+                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
+            ],
+        },
+    }
+
+
+def test_crds_deleted_right_after_a_schema_change_are_gone(apiserver: ControlPlane) -> None:
+    # What a chart upgrade followed by an uninstall does. A plain `kubectl delete crd` at this
+    # moment leaves a CRD Terminating for minutes about one time in five (the API server's
+    # finalizer drops it after "storage is (re)initializing"); delete_crds must not.
+    plurals = ["gadgets", "widgets", "doodads", "gizmos"]
+    names = [f"{p}.devkit.example" for p in plurals]
+    for _ in range(8):  # without the wait, 12 rounds failed on the first try
+        apiserver.apply([_crd(p) for p in plurals])
+        apiserver.wait_established(names)
+        apiserver.apply([_crd(p, open_schema=True) for p in plurals])  # storage is rebuilt
+        apiserver.delete_crds(names, timeout=60)
+        assert apiserver.kubectl("get", "crd", *names, "--ignore-not-found", "-o", "name").stdout == ""
+    apiserver.delete_crds(names)  # absent CRDs: nothing to do, no error
+
+
 def test_a_crashed_owner_leaves_no_component_running(tmp_path: Path) -> None:
     workdir = tmp_path / "crash"
     script = (

@@ -102,8 +102,7 @@ def crds(control_plane: ControlPlane) -> Iterator[Crds]:
         print(f"NOT validated, CRD of {kind} unavailable: {why}")
     yield out
     # Other suites share this API server: a stand-in must not make them accept AI Gateway objects.
-    for name in out.stand_ins:
-        control_plane.kubectl("delete", "crd", name, "--timeout=60s", check=False, timeout=90)
+    control_plane.delete_crds(out.stand_ins)
 
 
 @pytest.fixture(scope="module")

@@ -62,10 +62,7 @@ def gateway_crds(control_plane: ControlPlane, crds: None) -> Iterator[None]:
     names += [c["metadata"]["name"] for c in stand_ins]
     control_plane.wait_established(names)
     yield
-    for crd in stand_ins:
-        control_plane.kubectl(
-            "delete", "crd", crd["metadata"]["name"], "--timeout=60s", check=False, timeout=90
-        )
+    control_plane.delete_crds([crd["metadata"]["name"] for crd in stand_ins])
 
 
 def _real_crd(api_version: str, kind: str) -> Path:
@@ -237,7 +234,7 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
 ) -> None:
     cp = control_plane
     # other suites on this API server may have installed it: this test needs it absent at first
-    cp.kubectl("delete", "crd", PODMONITOR_CRD, "--ignore-not-found", "--timeout=60s", timeout=90)
+    cp.delete_crds([PODMONITOR_CRD])
     qwen = f"qwen-{namespace}"[:63]
     with _started(cp, tmp_path, pod_monitor=True) as op:
         _wait_ready(op)

@@ -138,7 +138,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
     # The llmaz CRDs belong to whoever installed them last (another module's kubectl apply): the
     # N-1 release must own them, as on a cluster that ran release N-1.
     crds = [d["metadata"]["name"] for d in llmaz_crd_documents(ROOT, cp.binary("helm"))]
-    cp.kubectl("delete", "crd", *crds, "--ignore-not-found")
+    cp.delete_crds(crds)
     helm = Helm(cp, tmp_path / "helm-home")
     old_chart = assemble(tmp_path / "chart-n-1", cp.tools_root.parent / "gomod", source=old / "charts/llmaz")
     new_chart = assembled_chart(cp, tmp_path / "chart-n")

@@ -1117,6 +1117,44 @@ class ControlPlane:
                 timeout=timeout + 10,
             )
 
+    def delete_crds(self, crd_names: Sequence[str], *, timeout: float = 120.0) -> None:
+        """Delete CRDs (absent ones are skipped) and wait until they are gone.
+
+        A CRD deleted while the API server re-creates its storage (right after a spec change, as
+        a chart upgrade makes) can stay Terminating for minutes: the finalizer's first attempt
+        fails with "storage is (re)initializing", its retry hits a stale cache, gets a conflict
+        and drops the key until the informer resync (kube-apiserver v1.36 crd_finalizer.go).
+        So wait until each CRD's resources can be listed from the watch cache (a list without
+        ``limit`` is served by the cache and refused while it initialises) before deleting.
+        """
+        if not crd_names:
+            return
+        found = self.kubectl("get", "crd", *crd_names, "--ignore-not-found", "-o", "json").stdout
+        doc = json.loads(found) if found.strip() else {"items": []}
+        crds = doc.get("items", [doc])  # one name: kubectl prints the object, not a List
+        if not crds:
+            return
+        deadline = time.monotonic() + timeout
+        for crd in crds:
+            conditions = crd.get("status", {}).get("conditions", [])
+            if not any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                continue  # never served: no storage, nothing for the finalizer to list
+            spec = crd["spec"]
+            version = next(
+                (v["name"] for v in spec["versions"] if v.get("storage")), spec["versions"][0]["name"]
+            )
+            path = f"/apis/{spec['group']}/{version}/{spec['names']['plural']}"
+            while (res := self.kubectl("get", "--raw", path, check=False)).returncode != 0:
+                if time.monotonic() > deadline:
+                    raise KubectlError(("get", "--raw", path), res)
+                time.sleep(0.2)
+        names = [c["metadata"]["name"] for c in crds]
+        self.kubectl("delete", "crd", *names, "--ignore-not-found", "--wait=false")
+        left = max(1, int(deadline - time.monotonic()))
+        self.kubectl(
+            "wait", "--for=delete", f"--timeout={left}s", *[f"crd/{n}" for n in names], timeout=left + 10
+        )
+
     def _nodes_ready(self) -> bool:
         expected = {n for pool in self.node_pools for n in pool.node_names()}
         nodes = self.get_json("nodes")["items"]
