@@ -7,7 +7,7 @@ import pickle
 import sys
 from typing import Any
 
-from llmaz.operator.runtime import IDX_OWNED, IDX_PLAYGROUNDS, Indexes, Packed, pack
+from llmaz.operator.runtime import IDX_OWNED, IDX_PLAYGROUNDS, Indexes, Packed, pack, parsed_entries
 
 LWS_INDEX = IDX_OWNED + "leaderworkerset_x_k8s_io_leaderworkerset"
 
@@ -68,3 +68,40 @@ def test_a_packed_object_is_smaller_than_its_dicts() -> None:
         return size
 
     assert sys.getsizeof(packed.data) < deep_size(pickle.loads(packed.data)) / 2
+
+
+def _model(name: str, version: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": f"uid-{name}", "resourceVersion": version}, "spec": {}}
+
+
+def test_parsed_entries_parse_each_version_once_without_unpickling_cached_ones() -> None:
+    cache: dict[str, tuple[int, Any]] = {}
+    parsed: list[str] = []
+
+    def parse(snap: dict[str, Any]) -> Any:
+        parsed.append(snap["metadata"]["resourceVersion"])
+        return None if snap["metadata"]["name"] == "bad" else snap["metadata"]["name"]
+
+    entries = [pack(_model("a", "1")), pack(_model("bad", "1"))]
+    assert parsed_entries(cache, entries, parse) == ["a"]
+    # the same versions again: taken from the cache; a damaged pickle proves nothing is loaded
+    for entry in entries:
+        entry.data = b"not a pickle"
+    assert parsed_entries(cache, entries, parse) == ["a"]
+    assert parsed == ["1", "1"]
+    # a new version of "a" is parsed again
+    assert parsed_entries(cache, [pack(_model("a", "2"))], parse) == ["a"]
+    assert parsed == ["1", "1", "2"]
+
+
+def test_a_namespace_read_returns_only_that_namespace() -> None:
+    idx = Indexes(
+        {
+            IDX_PLAYGROUNDS: {
+                ("ns", "a"): [pack({"metadata": {"name": "a", "namespace": "ns"}})],
+                ("other", "b"): [Packed.__new__(Packed)],  # never unpickled: it has no data at all
+            }
+        }
+    )
+    assert idx.playgrounds_in("ns") == [{"metadata": {"name": "a", "namespace": "ns"}}]
+    assert idx.playgrounds_in("none") == []

@@ -30,6 +30,7 @@ from llmaz.operator.runtime import (
     Snapshot,
     controller_uid,
     owner_reference,
+    parsed_entries,
     resource_version,
     uid_of,
 )
@@ -78,26 +79,24 @@ def _digest(obj: Any) -> str:
 
 
 def _parse_all(
-    rt: Runtime, kind: type[OpenModel] | type[BackendRuntime], snaps: list[Snapshot]
+    rt: Runtime, kind: type[OpenModel] | type[BackendRuntime], entries: list[Any]
 ) -> dict[str, Any]:
-    """Every valid object of ``snaps`` by name. Parsed once per resourceVersion: every reconcile
-    needs all models, and validating them again each time was 4-6 % of the operator's CPU at
-    N = 100 (issue 15's profile)."""
-    out: dict[str, Any] = {}
-    for snap in snaps:
-        key = (uid_of(snap), resource_version(snap))
-        cached = rt.parsed.get(key[0])
-        if cached is not None and cached[0] == key[1]:
-            obj = cached[1]
-        else:
-            try:
-                obj = kind.model_validate({k: v for k, v in snap.items() if k != "status"})
-            except ValidationError:
-                obj = None  # an invalid object cannot be used; it is reported as not found
-            rt.parsed[key[0]] = (key[1], obj)
-        if obj is not None:
-            out[obj.name] = obj
-    return out
+    """Every valid object of the index ``entries`` by name, parsed once per resourceVersion: every
+    reconcile needs all models, and validating them again each time was 4-6 % of the operator's
+    CPU at N = 100 (issue 15's profile). An invalid object is left out (reported as not found)."""
+
+    def parse(snap: Snapshot) -> Any:
+        try:
+            return kind.model_validate({k: v for k, v in snap.items() if k != "status"})
+        except ValidationError:
+            return None
+
+    return {obj.name: obj for obj in parsed_entries(rt.parsed, entries, parse)}
+
+
+def models_by_name(rt: Runtime, idx: Indexes) -> dict[str, OpenModel]:
+    """Every valid OpenModel by name (parsed once per resourceVersion)."""
+    return _parse_all(rt, OpenModel, idx.model_entries())
 
 
 async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot]) -> None:
@@ -114,9 +113,16 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
         key = ObjectKey.of(desired)
         wanted.add(key)
         current = live_by_key.get(key)
-        if current is not None and contains(current, desired):
-            continue
         digest = _digest(desired)
+        if current is not None:
+            # comparing field by field (~130 us for an LWS) was 9 % of the operator's CPU at
+            # N = 300 (issue 15's profile); the hash is a third of that and the answer is kept
+            seen = (resource_version(current), digest)
+            if rt.contained.get(key) == seen:
+                continue
+            if contains(current, desired):
+                rt.contained[key] = seen
+                continue
         cached = rt.applied.get(key)
         if cached is not None and cached[0] == digest and resource_version(current) < cached[1]:
             continue  # our own write, not yet seen by the watch
@@ -141,6 +147,7 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
             continue
         await asyncio.to_thread(rt.kube.delete, key, uid_of(obj))
         rt.applied.pop(key, None)
+        rt.contained.pop(key, None)
         log.info("pruned %s %s/%s of %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
 
 
@@ -277,10 +284,6 @@ def _settled(rt: Runtime, uid: str) -> None:
         held.handle.cancel()
 
 
-def _models(rt: Runtime, idx: Indexes) -> dict[str, OpenModel]:
-    return _parse_all(rt, OpenModel, idx.models())
-
-
 def _parse(snap: Snapshot) -> tuple[Any, tuple[str, str] | None]:
     """The typed object of a watched Playground or Service, or ``(None, (reason, message))`` for its
     schema problems. Not its CEL rules: the API server enforced those when the object was written
@@ -318,7 +321,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
     children: Coroutine[Any, Any, None] | None = None
     if blocked is None:
         assert isinstance(pg, Playground)
-        models = _models(rt, idx)
+        models = models_by_name(rt, idx)
         try:
             choice = choose_flavor(
                 rt.config,
@@ -332,7 +335,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
             result = plan(
                 pg,
                 models,
-                _parse_all(rt, BackendRuntime, idx.runtimes()),
+                _parse_all(rt, BackendRuntime, idx.runtime_entries()),
                 rt.plugins,
                 plugin_runtimes=False,
                 flavor=choice.render_flavor if choice is not None else None,
@@ -443,7 +446,7 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
         try:
             result = plan(
                 svc,
-                _models(rt, idx),
+                models_by_name(rt, idx),
                 model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
                 model_cache=rt.config.model_loader.shared_cache,
                 backend=_service_backend(rt, idx, snap),

@@ -31,12 +31,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from llmaz.api import OpenModel, Playground, Service
+from llmaz.api import Playground, Service
 from llmaz.api.conventions import DEFAULT_BACKEND, MANAGED_BY, MANAGER
 from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
 from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
-from llmaz.operator.engine import _digest, _event
+from llmaz.operator.engine import _digest, _event, models_by_name
 from llmaz.operator.kube import KubeError, ObjectKey, resource_path
 from llmaz.operator.runtime import (
     Indexes,
@@ -159,19 +159,13 @@ def workloads_of(
     A Playground's own inference Service is not a workload of its own (the Playground is); a
     workload whose model does not exist (yet) is left out until the model appears.
     """
-    models: dict[str, OpenModel] = {}
-    for snap in idx.models():
-        try:
-            om = OpenModel.model_validate({k: v for k, v in snap.items() if k != "status"})
-        except ValidationError:
-            continue
-        models[om.name] = om
+    models = models_by_name(rt, idx)
     candidates: list[tuple[Snapshot, Playground | Service]] = []
-    for snap in idx.playgrounds():
+    for snap in idx.playgrounds_in(namespace):
         parsed = _parse(Playground, snap)
         if parsed is not None:
             candidates.append((snap, parsed))
-    for snap in idx.services():
+    for snap in idx.services_in(namespace):
         refs = (snap.get("metadata") or {}).get("ownerReferences") or []
         if any(r.get("controller") and r.get("kind") == "Playground" for r in refs):
             continue

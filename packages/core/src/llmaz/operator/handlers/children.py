@@ -59,6 +59,7 @@ def _register_kind(  # noqa: PLR0917
         rt = runtime(memo, kw)
         if kind_ == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
+            rt.contained.pop(ObjectKey.of(body), None)
         owner = _owner(body)
         if owner is not None:
             enqueue(rt, owner[0], body.metadata.namespace or "", owner[1])
