@@ -11,7 +11,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane, pid_alive, processes_mentioning
+from llmaz_devkit.cluster import (
+    DEFAULT_NODE_POOLS,
+    ControlPlane,
+    pid_alive,
+    processes_mentioning,
+    simple_crd,
+)
 
 
 def _pod(name: str, gpus: int) -> dict[str, Any]:
@@ -149,22 +155,9 @@ def test_restarts_keep_state(apiserver: ControlPlane) -> None:
 
 
 def _crd(plural: str, *, open_schema: bool = False) -> dict[str, Any]:
-    schema: dict[str, Any] = {"type": "object", "properties": {"spec": {"type": "object"}}}
-    if open_schema:
-        schema["x-kubernetes-preserve-unknown-fields"] = True
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{plural}.devkit.example"},
-        "spec": {
-            "group": "devkit.example",
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": plural[:-1], "kind": plural[:-1].capitalize()},
-            "versions": [
-                {"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}
-            ],
-        },
-    }
+    closed = {"type": "object", "properties": {"spec": {"type": "object"}}}
+    kind = plural[:-1].capitalize()
+    return simple_crd("devkit.example", "v1", kind, plural, schema=None if open_schema else closed)
 
 
 def test_crds_deleted_right_after_a_schema_change_are_gone(apiserver: ControlPlane) -> None:

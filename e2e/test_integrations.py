@@ -30,7 +30,7 @@ from llmaz.render.integrations import render_integrations, stale_objects
 from llmaz.render.monitoring import render_operator_service_monitor
 from llmaz.render.workload import Workload
 from llmaz_autoscaler_keda import KEDAAutoscaler
-from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane, simple_crd
 from llmaz_devkit.demo import llmaz_crd_documents
 from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
 
@@ -43,29 +43,9 @@ AI_GATEWAY_KINDS = {"AIGatewayRoute": "aigatewayroutes", "AIServiceBackend": "ai
 
 def _stand_in_crd(kind: str, plural: str) -> dict[str, Any]:
     """An open-schema CRD for a kind whose real CRD cannot be had here (named as a stand-in)."""
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{plural}.aigateway.envoyproxy.io",
-            "labels": {"llmaz.io/test-stand-in": "true"},
-        },
-        "spec": {
-            "group": "aigateway.envoyproxy.io",
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-            "versions": [
-                {
-                    "name": "v1alpha1",
-                    "served": True,
-                    "storage": True,
-                    "schema": {
-                        "openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-                    },
-                }
-            ],
-        },
-    }
+    return simple_crd(
+        "aigateway.envoyproxy.io", "v1alpha1", kind, plural, labels={"llmaz.io/test-stand-in": "true"}
+    )
 
 
 class Crds:

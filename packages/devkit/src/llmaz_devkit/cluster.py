@@ -57,6 +57,7 @@ __all__ = [
     "go_tools_root",
     "processes_mentioning",
     "repo_root",
+    "simple_crd",
 ]
 
 Tier = Literal["A", "B"]
@@ -1218,6 +1219,43 @@ class ControlPlane:
             ]
         )
         return kubeconfig
+
+
+def simple_crd(
+    group: str,
+    version: str,
+    kind: str,
+    plural: str,
+    *,
+    schema: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """A namespaced one-version CRD for tests: ``schema`` defaults to an open object (any fields)."""
+    metadata: dict[str, Any] = {"name": f"{plural}.{group}"}
+    if labels:
+        metadata["labels"] = dict(labels)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": metadata,
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": dict(
+                            schema or {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+                        )
+                    },
+                }
+            ],
+        },
+    }
 
 
 def processes_mentioning(text: str) -> list[str]:
