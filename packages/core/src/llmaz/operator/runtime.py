@@ -200,9 +200,6 @@ class Indexes:
         found = self._values(IDX_RUNTIMES, name)
         return found[0] if found else None
 
-    def runtimes(self) -> list[Snapshot]:
-        return list(self._all(IDX_RUNTIMES))
-
     def runtime_entries(self) -> list[Any]:
         return self._entries(IDX_RUNTIMES)
 
