@@ -162,18 +162,24 @@ def test_a_first_status_a_user_must_act_on_is_written_at_once_with_a_warning() -
     assert r.kube.events == [("Playground", "ImagePullBackOff", "Warning")]
 
 
-def test_a_playgrounds_inference_service_posts_only_warnings() -> None:
+def test_a_playgrounds_inference_service_writes_no_progress_and_posts_only_warnings() -> None:
     async def scenario() -> Rollout:
         r = Rollout(_owner("Service", owned_by_playground=True))
         await r.see(_seen("Pending"))
-        await asyncio.sleep(SETTLE * 3)
+        await asyncio.sleep(SETTLE * 3)  # held past the moment: still not written (the Playground is)
         await r.see(_seen("Pending"))
+        await r.see(_seen("Loading", "model-loader downloading"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Loading", "model-loader downloading"))
         await r.see(_seen("Available", ready=1))
+        await r.see(_seen("Pending", "pod chat-0 is Pending"))  # availability lost: written
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Starting", "engine starting"))  # progress after the loss: not written
         await r.see(_seen("CrashLoopBackOff", "engine exits", failing=True))
         return r
 
     r = asyncio.run(scenario())
-    assert r.kube.patches == ["Pending", "Available", "CrashLoopBackOff"]
+    assert r.kube.patches == ["Available", "Pending", "CrashLoopBackOff"]
     assert r.kube.events == [("Service", "CrashLoopBackOff", "Warning")]
 
 

@@ -211,19 +211,18 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
     the first status unless it is a warning, and no Normal Event on an inference Service whose
     Playground reports the same). A status that only says the rollout is under way (the first
     ``Pending`` included) is written once it has held for :data:`SETTLE_SECONDS`, unless a newer
-    state supersedes it first."""
+    state supersedes it first; on the inference Service of a Playground it is not written at all
+    (the Playground says the same: issue 15, one status write per rollout step, not two)."""
     current = owner.get("status")
     desired = compute_status(owner["kind"], seen, current, rt.clock())
     desired.setdefault("selector", None)
     desired.setdefault("flavor", None)
     warning = seen.blocked is not None or seen.failing
-    if (
-        not warning
-        and status_changed(current, desired)
-        and progress_only(current, desired)
-        and _settling(rt, owner, DETAIL_SETTLE_SECONDS if same_reason(current, desired) else SETTLE_SECONDS)
-    ):
-        return
+    if not warning and status_changed(current, desired) and progress_only(current, desired):
+        if _reported_by_playground(owner):
+            return  # its Playground reports the rollout; this status changes when it ends
+        if _settling(rt, owner, DETAIL_SETTLE_SECONDS if same_reason(current, desired) else SETTLE_SECONDS):
+            return
     _settled(rt, uid_of(owner))
     if not await patch_status_once(rt, owner, desired):
         return
