@@ -5,7 +5,10 @@ which is what makes its webhook reachable)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
+
+import pytest
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.config import OperatorConfig
@@ -72,3 +75,27 @@ def test_refused_applies_do_not_hold_up_start_up_and_are_retried_until_applied()
     assert (left, running) == (1, 0)  # start-up went on with one retry task, which finished
     assert api.refusals == []
     assert sorted(api.applied) == sorted(plugins.backends)
+
+
+def test_a_runtime_the_crd_rules_refuse_is_logged_and_the_others_are_applied(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The operator loads plugins without the offline CEL rules (the API server checks them): a
+    plugin whose BackendRuntime breaks one is refused with 422, which no retry can change."""
+    plugins = PluginManager.from_environment(environ={}, check_rules=False)
+    first = sorted(plugins.backends)[0]
+    invalid = KubeError(
+        "PATCH",
+        f"/apis/inference.llmaz.io/v1alpha1/backendruntimes/{first}",
+        422,
+        f'BackendRuntime.inference.llmaz.io "{first}" is invalid: spec.image: Invalid value: "": '
+        "image must not be empty",
+    )
+    api = RefusingApiServer([invalid])
+    with caplog.at_level(logging.ERROR, logger="llmaz.operator"):
+        left, _ = asyncio.run(_start_up_then_background(_runtime(api, plugins)))
+    assert left == 0  # nothing to retry
+    assert sorted(api.applied) == sorted(set(plugins.backends) - {first})
+    (line,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert f"backend plugin {first}: its BackendRuntime is invalid" in line
+    assert "image must not be empty" in line

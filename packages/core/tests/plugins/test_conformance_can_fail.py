@@ -84,18 +84,26 @@ class BadName(Sound):
 
 
 class RuntimeWithOtherImage(Sound):
-    def backend_runtime(self, image: str | None = None, version: str | None = None) -> BackendRuntime:
-        return super().backend_runtime(image=image or "registry.example/other", version=version)
+    def backend_runtime(
+        self, image: str | None = None, version: str | None = None, *, check_rules: bool = True
+    ) -> BackendRuntime:
+        return super().backend_runtime(
+            image=image or "registry.example/other", version=version, check_rules=check_rules
+        )
 
 
 class RuntimeWithoutLabels(Sound):
-    def backend_runtime(self, image: str | None = None, version: str | None = None) -> BackendRuntime:
-        return _relabelled(super().backend_runtime(image, version), {"team": "a"})
+    def backend_runtime(
+        self, image: str | None = None, version: str | None = None, *, check_rules: bool = True
+    ) -> BackendRuntime:
+        return _relabelled(super().backend_runtime(image, version, check_rules=check_rules), {"team": "a"})
 
 
 class IgnoresOverrides(Sound):
-    def backend_runtime(self, image: str | None = None, version: str | None = None) -> BackendRuntime:
-        return super().backend_runtime()
+    def backend_runtime(
+        self, image: str | None = None, version: str | None = None, *, check_rules: bool = True
+    ) -> BackendRuntime:
+        return super().backend_runtime(check_rules=check_rules)
 
 
 class TaggedImage(Sound):

@@ -36,7 +36,9 @@ def apply_plugin_runtimes(rt: Runtime) -> list[str]:
     for name, backend in sorted(rt.plugins.backends.items()):
         override = rt.config.backends.get(name)
         desired = backend.backend_runtime(
-            image=override.image if override else None, version=override.version if override else None
+            image=override.image if override else None,
+            version=override.version if override else None,
+            check_rules=False,  # the API server checks the CRD's rules when it applies it
         ).to_manifest()
         live = rt.kube.get(BackendRuntime.api_version_string(), "BackendRuntime", None, name)
         if live is not None:
@@ -46,7 +48,15 @@ def apply_plugin_runtimes(rt: Runtime) -> list[str]:
                 continue
             if contains(live, desired):
                 continue
-        rt.kube.apply(desired)
+        try:
+            rt.kube.apply(desired)
+        except KubeError as err:
+            if err.status != 422:
+                raise
+            # refused by the CRD's rules (the operator does not check them offline): this plugin's
+            # object will not be admitted however often it is retried; the others still are
+            log.error("backend plugin %s: its BackendRuntime is invalid and was not applied: %s", name, err)
+            continue
         written.append(name)
         log.info("applied BackendRuntime %s from its backend plugin", name)
     return written

@@ -243,11 +243,16 @@ class Backend(ABC):
         return {"preStop": {"exec": {"command": ["/bin/sh", "-c", script]}}}
 
     # --- the BackendRuntime -------------------------------------------------------------------
-    def backend_runtime(self, image: str | None = None, version: str | None = None) -> BackendRuntime:
+    def backend_runtime(
+        self, image: str | None = None, version: str | None = None, *, check_rules: bool = True
+    ) -> BackendRuntime:
         """The ``BackendRuntime`` object of this engine, validated by the API model.
 
         :param image: overrides :attr:`image` (e.g. a mirror registry).
         :param version: overrides :attr:`version`.
+        :param check_rules: also evaluate the CRD's CEL rules offline (see
+            :meth:`~llmaz.api.Resource.from_manifest`); the operator, whose apply the API server
+            checks against the same rules, passes False.
         :raises pydantic.ValidationError: when the backend produces an invalid object.
         """
         envs = self.envs()
@@ -271,5 +276,6 @@ class Backend(ABC):
                 "kind": BackendRuntime.kind_name(),
                 "metadata": {"name": self.name, "labels": dict(BACKEND_RUNTIME_LABELS)},
                 "spec": spec,
-            }
+            },
+            check_rules=check_rules,
         )

@@ -217,8 +217,13 @@ class PluginManager:
         disabled: Iterable[str] | None = None,
         trace: bool | None = None,
         environ: Mapping[str, str] | None = None,
+        check_rules: bool = True,
     ) -> None:
         env = os.environ if environ is None else environ
+        self.check_rules = check_rules
+        """Whether a backend's BackendRuntime must also pass the CRD's CEL rules offline to be
+        accepted. The operator turns it off: the API server checks them when it applies the object,
+        and the offline CEL interpreter (cel-python and its grammar) is ~11 MB of its memory."""
         self.autoload = (not _truthy(env.get(ENV_NO_AUTOLOAD))) if autoload is None else autoload
         self.disabled: frozenset[str] = frozenset(
             parse_name_list(env.get(ENV_DISABLED)) if disabled is None else disabled
@@ -243,9 +248,11 @@ class PluginManager:
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> PluginManager:
+    def from_environment(
+        cls, environ: Mapping[str, str] | None = None, *, check_rules: bool = True
+    ) -> PluginManager:
         """A manager configured from the environment with entry points loaded and collected."""
-        manager = cls(environ=environ)
+        manager = cls(environ=environ, check_rules=check_rules)
         manager.load()
         return manager
 
@@ -422,7 +429,7 @@ class PluginManager:
         except Exception as exc:
             return "collect", f"registration hook raised {_exc_text(exc)}"
         for backend in backends.items:
-            problem = self._validate_backend(backend)
+            problem = self._validate_backend(backend, check_rules=self.check_rules)
             if problem:
                 return "validate", problem
         for autoscaler in autoscalers.items:
@@ -459,12 +466,12 @@ class PluginManager:
         return None
 
     @staticmethod
-    def _validate_backend(backend: Backend) -> str | None:
+    def _validate_backend(backend: Backend, *, check_rules: bool) -> str | None:
         label = f"backend {backend.name!r}"
         if not is_dns_label(backend.name):
             return f"{label}: name must be a DNS label (lowercase letters, digits, '-')"
         try:
-            runtime = backend.backend_runtime()
+            runtime = backend.backend_runtime(check_rules=check_rules)
         except Exception as exc:
             return f"{label} produced an invalid BackendRuntime: {_exc_text(exc)}"
         names = [c.name for c in runtime.spec.recommended_configs or []]
