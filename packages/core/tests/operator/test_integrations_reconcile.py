@@ -11,11 +11,15 @@ import pytest
 
 from llmaz.operator.config import Integrations, OperatorConfig
 from llmaz.operator.integrations import (
+    MANAGED_KINDS,
     IntegrationState,
     _desired,
     _held_by_another,
+    _Outcome,
     _schedule_recheck,
+    mark,
     missing_crd,
+    settled_quiet,
     workloads_of,
 )
 from llmaz.operator.metrics import Metrics
@@ -219,3 +223,74 @@ def test_a_name_someone_else_holds_is_not_taken_over() -> None:
     route = {"kind": "AIGatewayRoute", "metadata": {"ownerReferences": []}}
     assert not _held_by_another(other, route)  # shared: owned by many, controlled by none
     assert _held_by_another(by_hand, route)
+
+
+class ListingApiServer:
+    """Stand-in for the API server (no cluster in unit tests): answers the integration lists with
+    ``objects`` (``[]``: no integration object in the namespace) and counts them."""
+
+    def __init__(self, objects: list[dict[str, Any]] | None = None) -> None:
+        self.objects = objects or []
+        self.lists = 0
+
+        self.events: list[str] = []
+        self.conditions: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        self.lists += 1
+        return {"items": [o for o in self.objects if path.endswith("/" + o["kind"].lower() + "s")]}
+
+    def post_event(self, event: dict[str, Any]) -> None:
+        self.events.append(event["reason"])
+
+    def patch_status(self, api_version: str, kind: str, ns: str, name: str, status: Any, rv: str) -> Any:  # noqa: PLR0917
+        self.conditions += [f"{name}: {c['type']}={c['status']}" for c in status["conditions"]]
+        return {"metadata": {"resourceVersion": "2"}}
+
+
+def _passes(rt: Runtime, state: IntegrationState, idx: Indexes) -> int:
+    """Marks the namespace, lets the drain run; how many lists (one per kind and pass) it made."""
+    api = cast(ListingApiServer, rt.kube)
+    before = api.lists
+    rt.indexes = idx
+
+    async def drain() -> None:
+        mark(rt, state, NS)
+        if state.runner is not None:
+            await state.runner
+
+    asyncio.run(drain())
+    return (api.lists - before) // len(MANAGED_KINDS)
+
+
+def test_with_every_switch_off_a_settled_namespace_is_not_passed_over_again_until_needed() -> None:
+    api = ListingApiServer()
+    rt = Runtime(OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    state = IntegrationState()
+    idx = indexes([model("qwen")], [playground("a", "qwen"), playground("b", "qwen")], [])
+    assert _passes(rt, state, idx) == 1  # the first pass looks (objects left from an earlier setting?)
+    assert NS in state.quiet
+    assert _passes(rt, state, idx) == 0  # a new Playground: nothing can come of it
+    # an opt-out annotation may be invalid and must be reported: the handler lets it through
+    odd = playground("odd", "qwen", **{ANNOTATION_DISABLE_INTEGRATIONS: "gw"})
+    assert state.may_need_pass(odd)
+    assert not state.may_need_pass(playground("c", "qwen"))
+    state.quiet.discard(NS)
+    assert _passes(rt, state, indexes([model("qwen")], [playground("a", "qwen"), odd], [])) == 1
+    assert NS not in state.quiet  # a problem was found: the namespace stays watched
+    assert api.events == ["InvalidAnnotation"]
+    assert api.conditions == ["odd: IntegrationsReady=False"]
+
+
+def test_a_namespace_with_objects_left_or_a_switch_on_is_never_quiet() -> None:
+    left = {"kind": "PodMonitor", "metadata": {"name": "old", "namespace": NS, "uid": "x"}}
+    api = ListingApiServer([left])
+    rt = Runtime(OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    state = IntegrationState()
+    idx = indexes([model("qwen")], [playground("a", "qwen")], [])
+    assert _passes(rt, state, idx) == 1
+    assert NS not in state.quiet  # something was listed there (pruned or someone else's)
+    assert settled_quiet(rt, IntegrationState(), [], [], _Outcome())
+    on = OperatorConfig.model_validate({"integrations": {"podMonitor": True}})
+    rt_on = Runtime(on, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    assert not settled_quiet(rt_on, IntegrationState(), [], [], _Outcome())

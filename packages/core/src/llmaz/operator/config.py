@@ -149,6 +149,11 @@ class Integrations(ApiModel):
         head, *rest = integration.split("-")
         return head + "".join(part.title() for part in rest)
 
+    @property
+    def any_on(self) -> bool:
+        """Whether any integration is switched on (a workload annotation can only turn one off)."""
+        return self.ai_gateway or self.http_route or self.inference_pool or self.pod_monitor
+
     def render_options(self) -> dict[str, Any]:
         """Keyword arguments of :func:`llmaz.render.integrations.render_integrations`."""
         return {

@@ -66,7 +66,7 @@ from llmaz.render.integrations import (
     render_integrations,
     stale_objects,
 )
-from llmaz.render.workload import Workload
+from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, Workload
 
 __all__ = ["IntegrationState", "reconcile_namespace", "workloads_of"]
 
@@ -104,6 +104,11 @@ class IntegrationState:
     rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     """Namespace -> a pass scheduled because the last one met a problem."""
     recheck_delay: dict[str, float] = field(default_factory=dict)
+    quiet: set[str] = field(default_factory=set)
+    """Namespaces left with nothing to do while every integration is switched off (see
+    :func:`settled_quiet`): their passes are skipped until the next resync or an event that may
+    need one (:meth:`may_need_pass`). At N = 1000 Playgrounds in one namespace, a pass parsed every
+    Playground each time one was created (5 % of the operator's CPU with every switch off)."""
 
     def relevant(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
         """Whether a workload event can change integration objects: a deletion, the initial
@@ -124,6 +129,18 @@ class IntegrationState:
             return False
         self.seen[uid] = fingerprint
         return True
+
+    def may_need_pass(self, body: Mapping[str, Any]) -> bool:
+        """Whether a workload can need a pass although every switch is off: its opt-out annotation
+        may be invalid (reported as ``IntegrationsReady=False``), or it carries that condition from
+        when a switch was on (to be removed)."""
+        meta = body.get("metadata") or {}
+        if ANNOTATION_DISABLE_INTEGRATIONS in (meta.get("annotations") or {}):
+            return True
+        return any(
+            c.get("type") == CONDITION_INTEGRATIONS_READY
+            for c in (body.get("status") or {}).get("conditions") or []
+        )
 
     def condition_lost(self, body: Mapping[str, Any]) -> bool:
         """Whether the workload's ``IntegrationsReady`` is not the one last computed: another writer
@@ -485,6 +502,19 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
     await _write_conditions(rt, state, snaps, outcome)
     _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))
+    if settled_quiet(rt, state, snaps, observed, outcome):
+        state.quiet.add(namespace)
+
+
+def settled_quiet(
+    rt: Runtime, state: IntegrationState, snaps: list[Snapshot], observed: list[Snapshot], outcome: _Outcome
+) -> bool:
+    """Whether a namespace pass left nothing for the next one to do: every switch is off, no
+    integration object of any kind exists there, nothing went wrong and no workload carries (or
+    was last given) an ``IntegrationsReady`` condition."""
+    if rt.config.integrations.any_on or observed or outcome.problems or outcome.applied:
+        return False
+    return not any(state.conditions.get(uid_of(s)) is not None or state.may_need_pass(s) for s in snaps)
 
 
 # ------------------------------------------------------------------------------ scheduling
@@ -499,7 +529,7 @@ def namespaces_of(idx: Indexes) -> set[str]:
 
 def mark(rt: Runtime, state: IntegrationState, *namespaces: str) -> None:
     """Queue namespace reconciles; one background task drains the queue (coalescing bursts)."""
-    state.dirty.update(n for n in namespaces if n)
+    state.dirty.update(n for n in namespaces if n and n not in state.quiet)
     if state.runner is None or state.runner.done():
         state.runner = asyncio.ensure_future(_drain(rt, state))
         rt.tasks.add(state.runner)
@@ -555,6 +585,7 @@ async def resync(rt: Runtime, state: IntegrationState) -> None:
     while True:
         await asyncio.sleep(rt.config.resync_seconds)
         state.missing.clear()
+        state.quiet.clear()
         idx = rt.indexes
         if idx is not None:
             mark(rt, state, *namespaces_of(idx))

@@ -39,6 +39,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
             state = _state(memo)
             if not state.relevant(event.get("type"), body) and not state.condition_lost(body):
                 return  # a status update that leaves IntegrationsReady as computed: nothing to do
+            if namespace in state.quiet and state.may_need_pass(body):
+                state.quiet.discard(namespace)
             mark(runtime(memo, kw), state, namespace or "")
 
     @kopf.on.event(
