@@ -12,6 +12,8 @@ import textwrap
 # what the operator's start-up and a Playground reconcile do with the plugins and the API types
 OPERATOR_PATH = """
     import sys
+    import llmaz.cli
+    llmaz.cli.mount()  # `llmaz operator run` starts through the CLI, which mounts plugin commands
     from llmaz.operator.main import load_plugins
     from llmaz.operator.engine import _parse
     plugins = load_plugins()

@@ -79,7 +79,9 @@ def test_a_plugin_with_a_newer_api_is_skipped_with_its_commands() -> None:
 def _app_with(monkeypatch: pytest.MonkeyPatch, *plugins: object) -> typer.Typer:
     """A fresh ``llmaz`` app whose plugin manager holds ``plugins`` only (no entry points)."""
     monkeypatch.setattr(
-        Manager, "from_environment", classmethod(lambda cls, environ=None: make_plugin_manager(*plugins))
+        Manager,
+        "from_environment",
+        classmethod(lambda cls, environ=None, check_rules=True: make_plugin_manager(*plugins)),
     )
     target = typer.Typer(no_args_is_help=True)
 

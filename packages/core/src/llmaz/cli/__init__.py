@@ -68,7 +68,10 @@ def mount(target: typer.Typer = app) -> None:
 
     from llmaz.plugins.manager import PluginManager
 
-    plugins = PluginManager.from_environment()
+    # only their commands are needed here, so no offline CEL rules: `llmaz operator run` starts
+    # through this, and the CEL interpreter is ~11 MB of the operator's memory (issue 15); the
+    # commands that use the backends (render, plugins) load them with the rules checked
+    plugins = PluginManager.from_environment(check_rules=False)
     for name, command in sorted(plugins.commands.items()):
         if name in core.items:
             owner = plugins.owner_of_command(name)
