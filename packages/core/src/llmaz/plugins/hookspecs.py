@@ -52,7 +52,10 @@ def llmaz_register_backends(register: BackendRegistry) -> None:
     A backend name must be unique across all plugins: a second registration of the same name is an
     error attributed to the plugin that made it, and that plugin is skipped as a whole. An exception
     raised here, or a backend whose :meth:`~llmaz.plugins.backend.Backend.backend_runtime` fails
-    validation, likewise skips only this plugin. Must not do I/O.
+    validation, likewise skips only this plugin. The operator validates against the schema only
+    (the API server enforces the CRD's CEL rules when the operator applies the BackendRuntime and
+    refuses one that breaks them: logged, that BackendRuntime not applied); ``llmaz render`` and
+    ``llmaz plugins`` also evaluate the CEL rules offline. Must not do I/O.
 
     .. versionadded:: plugin API 1
     """
