@@ -56,10 +56,10 @@ def load_plugins() -> PluginManager:
 
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics = Metrics(kinds=RECONCILERS)
-    # API calls run in threads: as many as objects reconciled at once, the same again for child
+    # API calls run in threads: as many as objects reconciled at once, twice that for child
     # applies (below), and as many HTTP connections as threads
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
-    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=2 * config.workers)
+    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=3 * config.workers)
     plugins = load_plugins()
     for error in plugins.errors:
         log.error("plugin not loaded: %s", error)
@@ -70,8 +70,10 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
     # child applies get threads of their own: at N = 100 Playgrounds they waited behind status
-    # writes and Events for the shared ones (issue 15)
-    rt.child_writes = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="llmaz-apply")
+    # writes and Events for the shared ones; two per reconcile, as one applies an LWS and its -lb
+    # Service at the same time, and the Service's cluster IP can take a second to be allocated
+    # (issue 15)
+    rt.child_writes = ThreadPoolExecutor(max_workers=2 * config.workers, thread_name_prefix="llmaz-apply")
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)
     await health.start()

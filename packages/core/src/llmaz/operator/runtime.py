@@ -61,7 +61,8 @@ def owned_index_id(api_version: str, kind: str) -> str:
     return IDX_OWNED + f"{group}_{kind}".replace(".", "_").replace("-", "_").lower()
 
 
-def _plain(body: Mapping[str, Any]) -> dict[str, Any]:
+def plain(body: Mapping[str, Any]) -> dict[str, Any]:
+    """``body`` as the indexes keep it: without ``metadata.managedFields`` (shallow copy)."""
     meta = body.get("metadata")
     plain = {k: body[k] for k in ("apiVersion", "kind", "spec", "status") if k in body}
     if meta is not None:
@@ -97,7 +98,7 @@ class Packed:
 def pack(body: Mapping[str, Any]) -> Packed:
     """What an index keeps of a watched object: everything but ``metadata.managedFields``, which
     nothing reads and which is the largest part of an applied object."""
-    return Packed(_plain(body))
+    return Packed(plain(body))
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:
@@ -276,6 +277,10 @@ class WorkQueue:
     ``(kind, namespace, name)``, oldest first; each is waiting at most once."""
 
     waiting: dict[tuple[str, str, str], None] = field(default_factory=dict)
+    urgent: dict[tuple[str, str, str], None] = field(default_factory=dict)
+    """Taken before :attr:`waiting`: inference Services their Playground's reconcile just created
+    or changed, so each chain Playground -> Service -> LWS and ``-lb`` Service runs through
+    before the next Playground's starts (:func:`llmaz.operator.engine.enqueue`)."""
     busy: set[tuple[str, str, str]] = field(default_factory=set)
     """Being reconciled now."""
     again: set[tuple[str, str, str]] = field(default_factory=set)
@@ -283,7 +288,16 @@ class WorkQueue:
     workers: int = 0
 
     def depth(self) -> int:
-        return len(self.waiting) + len(self.busy)
+        return len(self.waiting) + len(self.urgent) + len(self.busy)
+
+    def take(self) -> tuple[str, str, str] | None:
+        """The next object to reconcile (urgent ones first, then the oldest), or ``None``."""
+        for lane in (self.urgent, self.waiting):
+            if lane:
+                key = next(iter(lane))
+                del lane[key]
+                return key
+        return None
 
 
 @dataclass
@@ -316,6 +330,10 @@ class Runtime:
     contained: dict[ObjectKey, tuple[int, str]] = field(default_factory=dict)
     """Child -> (resourceVersion of the live object, hash of the desired object it was found to
     contain): the same pair again needs no field-by-field comparison."""
+    fresh: dict[tuple[str, str, str], Snapshot] = field(default_factory=dict)
+    """``(kind, namespace, name)`` -> the API server's answer to our apply of an inference
+    Service, read by its reconcile when the watch has not brought that version yet
+    (:func:`llmaz.operator.engine.reconcile_named`), and dropped by that reconcile."""
     statuses: dict[str, tuple[Any, int]] = field(default_factory=dict)
     """Owner uid -> (status we wrote, resourceVersion answered)."""
     queue: WorkQueue = field(default_factory=WorkQueue)
@@ -346,6 +364,16 @@ class Runtime:
         if lock is None:
             lock = self.locks[key] = asyncio.Lock()
         return lock
+
+    def own_echo(self, body: Mapping[str, Any]) -> bool:
+        """``body`` is the object exactly as our last apply of it left it (the watch bringing our
+        own write back): its owner's reconcile that made the write found nothing else to do, and
+        would find the same again. Children and a Playground's inference Service arrive this way
+        right after being created; reconciling their owner for it was two of every five reconciles
+        while converging (issue 15). An event that overtakes the apply's answer is not recognised,
+        and reconciles as any other."""
+        cached = self.applied.get(ObjectKey.of(body))
+        return cached is not None and cached[1] == resource_version(body)
 
     def forget(self, uid: str) -> None:
         """Drop what is kept for a deleted owner."""

@@ -1,7 +1,8 @@
 """Children (LeaderWorkerSets, ``-lb`` Services, HPAs; a Playground's inference Service is handled
 in :mod:`.service`): indexed by their controller's uid. A change of what the operator applied
 (spec, labels, annotations) or a deletion reconciles the controller, so a deleted or hand-edited
-child is repaired within seconds; a status-only change reconciles nothing. Only objects labelled
+child is repaired within seconds; a status-only change reconciles nothing, and neither does our
+own apply coming back (:meth:`~llmaz.operator.runtime.Runtime.own_echo`). Only objects labelled
 ``app.kubernetes.io/managed-by=llmaz`` are watched."""
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ def _register_kind(  # noqa: PLR0917
         if kind_ == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
             rt.contained.pop(ObjectKey.of(body), None)
+        elif rt.own_echo(body):
+            return  # our own apply coming back: the owner applied it and has nothing to repair
         owner = _owner(body)
         if owner is not None:
             enqueue(rt, owner[0], body.metadata.namespace or "", owner[1])

@@ -1,5 +1,7 @@
 """inference Service: indexed by name and by claimed model; every event reconciles it, and a change
-of a Playground's Service also reconciles that Playground (status and repair)."""
+of a Playground's Service also reconciles that Playground (status and repair). The Playground's own
+apply coming back (:meth:`~llmaz.operator.runtime.Runtime.own_echo`) reconciles neither: the
+Playground's reconcile queued the Service with the apply's answer already."""
 
 from __future__ import annotations
 
@@ -36,11 +38,17 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if refs != rt.references.get(uid):
             usage.mark(rt, refs | rt.references.get(uid, set()))
             rt.references[uid] = refs
+        key = ("Service", body.metadata.namespace or "", body.metadata.name or "")
+        echo = kind is not None and rt.own_echo(body)
         if kind == "DELETED":
             rt.forget(uid)
-        else:
-            enqueue(rt, "Service", body.metadata.namespace or "", body.metadata.name or "")
-        if kind is not None:
+            rt.fresh.pop(key, None)
+        elif not echo or key in rt.fresh:
+            # (our Playground's apply coming back was reconciled already from its answer, unless
+            # that answer is still waiting in rt.fresh: engine.apply_children)
+            enqueue(rt, *key)
+        if kind is not None and not echo:
+            # (our Playground's own apply coming back, as it created or changed us, tells it nothing)
             for ref in body.get("metadata", {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
                     enqueue(rt, "Playground", body.metadata.namespace or "", ref["name"])

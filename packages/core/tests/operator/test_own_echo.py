@@ -1,0 +1,182 @@
+"""Our own applies coming back through the watch reconcile nobody, and an inference Service its
+Playground just applied is reconciled next, from the apply's answer (issue 15); anything else that
+reaches a child or a Playground's inference Service still reconciles its owner, so a hand edit or a
+deletion is repaired. The operator's real kopf handlers and work queue, called as kopf calls them,
+against a stand-in for the API server's apply (the real API server is in e2e/test_operator.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import kopf
+import pytest
+
+from llmaz.operator import engine
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.handlers import build_registry, children, service
+from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.metrics import Metrics
+from llmaz.operator.runtime import Runtime, owner_reference
+from llmaz.render.plan import Plan
+
+PLAYGROUND = {
+    "apiVersion": "inference.llmaz.io/v1alpha1",
+    "kind": "Playground",
+    "metadata": {"name": "chat", "namespace": "ns", "uid": "pg-uid", "resourceVersion": "1"},
+}
+SERVICE = {
+    "apiVersion": "inference.llmaz.io/v1alpha1",
+    "kind": "Service",
+    "metadata": {"name": "chat", "namespace": "ns", "uid": "svc-uid", "resourceVersion": "2"},
+}
+LWS = {
+    "apiVersion": "leaderworkerset.x-k8s.io/v1",
+    "kind": "LeaderWorkerSet",
+    "metadata": {"name": "chat", "namespace": "ns", "labels": {"app.kubernetes.io/managed-by": "llmaz"}},
+    "spec": {"replicas": 1, "leaderWorkerTemplate": {"size": 1}},
+}
+
+
+class AnsweringKube:
+    """Stand-in for the API server's apply: answers the object with a new resourceVersion."""
+
+    def __init__(self) -> None:
+        self.version = 100
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
+
+
+@pytest.fixture
+def rt() -> Runtime:
+    return Runtime(
+        config=OperatorConfig(),
+        plugins=None,  # type: ignore[arg-type]
+        kube=AnsweringKube(),  # type: ignore[arg-type]
+        metrics=Metrics(kinds=("Playground", "Service")),
+        identity="unit",
+    )
+
+
+@pytest.fixture
+def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
+    calls: list[tuple[str, str, str]] = []
+
+    def record(_rt: Runtime, kind: str, namespace: str, name: str) -> None:
+        calls.append((kind, namespace, name))
+
+    for module in (children, service):
+        monkeypatch.setattr(module, "enqueue", record)
+    return calls
+
+
+def _handler(handler_id: str) -> Any:
+    registry = build_registry()
+    return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
+
+
+def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
+    fn = _handler(handler_id)
+    memo = kopf.Memo()
+    memo[MEMO_KEY] = rt
+    asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo))
+
+
+def _applied(rt: Runtime, owner: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """Apply ``child`` for ``owner`` through the engine; the object as the watch then brings it."""
+    asyncio.run(engine.apply_children(rt, owner, Plan(objects=(child,)), []))
+    live = copy.deepcopy(child)
+    version = str(rt.kube.version)  # type: ignore[attr-defined]
+    live["metadata"].update(
+        resourceVersion=version, uid="child-uid", ownerReferences=[owner_reference(owner)]
+    )
+    return live
+
+
+def test_a_created_child_coming_back_reconciles_nobody_but_an_edit_or_deletion_does(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    live = _applied(rt, SERVICE, LWS)
+    _deliver(rt, "llmaz-child-LeaderWorkerSet", "ADDED", live)
+    assert queued == []
+
+    edited = copy.deepcopy(live)
+    edited["metadata"]["resourceVersion"] = "500"
+    edited["spec"]["replicas"] = 7  # someone else's write: must be repaired
+    _deliver(rt, "llmaz-child-LeaderWorkerSet", "MODIFIED", edited)
+    assert queued == [("Service", "ns", "chat")]
+
+    _deliver(rt, "llmaz-child-LeaderWorkerSet", "DELETED", edited)
+    assert queued == [("Service", "ns", "chat")] * 2
+
+
+def test_a_child_nobody_here_applied_reconciles_its_owner(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    live = copy.deepcopy(LWS)
+    live["metadata"].update(resourceVersion="7", uid="child-uid", ownerReferences=[owner_reference(SERVICE)])
+    _deliver(rt, "llmaz-child-LeaderWorkerSet", "ADDED", live)  # e.g. created by a previous leader
+    assert queued == [("Service", "ns", "chat")]
+
+
+def _service_applied_by_playground(rt: Runtime) -> dict[str, Any]:
+    desired = copy.deepcopy(SERVICE)
+    desired["metadata"].pop("uid")
+    desired["metadata"].pop("resourceVersion")
+    return _applied(rt, PLAYGROUND, desired)
+
+
+def test_a_service_its_playground_applied_is_queued_first_with_the_apply_answer(rt: Runtime) -> None:
+    rt.queue.workers = rt.config.workers  # every worker busy: what is queued stays queued
+    engine.enqueue(rt, "Playground", "ns", "older")
+    engine.enqueue(rt, "Service", "ns", "chat")  # an event queued it before the apply's answer
+    live = _service_applied_by_playground(rt)
+    key = ("Service", "ns", "chat")
+    assert rt.fresh[key]["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
+    assert rt.queue.take() == key  # before the Playground queued earlier, and only once
+    assert rt.queue.take() == ("Playground", "ns", "older")
+    assert rt.queue.take() is None
+
+
+def test_a_service_is_reconciled_from_the_apply_answer_until_the_watch_brings_it(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[str] = []
+
+    async def record(_rt: Runtime, _idx: Any, snap: dict[str, Any]) -> None:
+        seen.append(snap["metadata"]["resourceVersion"])
+
+    class NoIndex:
+        def service(self, namespace: str, name: str) -> None:
+            return None
+
+    monkeypatch.setattr(engine, "reconcile", record)
+    rt.indexes = NoIndex()  # type: ignore[assignment]
+    rt.queue.workers = rt.config.workers
+    live = _service_applied_by_playground(rt)
+    asyncio.run(engine.reconcile_named(rt, "Service", "ns", "chat"))
+    assert seen == [live["metadata"]["resourceVersion"]]
+    asyncio.run(engine.reconcile_named(rt, "Service", "ns", "chat"))  # the answer is used once
+    assert seen == [live["metadata"]["resourceVersion"]]
+
+
+def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_from_the_answer(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    rt.queue.workers = rt.config.workers
+    live = _service_applied_by_playground(rt)
+    _deliver(rt, "register.<locals>.service_event", "ADDED", live)
+    assert queued == [("Service", "ns", "chat")]  # its reconcile from the answer has not run yet
+
+    rt.fresh.clear()  # as that reconcile does
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
+    assert queued == [("Service", "ns", "chat")]
+
+    status = copy.deepcopy(live)
+    status["metadata"]["resourceVersion"] = "600"
+    status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
+    assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
