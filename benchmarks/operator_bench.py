@@ -392,6 +392,51 @@ def audit(cp: ControlPlane, user: str) -> list[tuple[float, str, str, int]]:
     return out
 
 
+def lb_service_writes(cp: ControlPlane, namespace: str) -> list[tuple[float, float]]:
+    """``(epoch seconds, server milliseconds)`` of every write creating a ``-lb`` Service in
+    ``namespace``, whoever made it: the API server allocates each one's cluster IP, at a pace of its
+    own whoever asks, which makes it the slowest child to create (issue 15)."""
+    out = []
+    for path in sorted(cp.audit_log.parent.glob("audit*.log"), key=lambda p: p.stat().st_mtime):
+        with path.open() as log:
+            for line in log:
+                if '"services"' not in line or namespace not in line:
+                    continue
+                entry = json.loads(line)
+                ref = entry.get("objectRef") or {}
+                if (
+                    entry.get("stage") != "ResponseComplete"
+                    or entry.get("verb") not in ("create", "patch")
+                    or ref.get("resource") != "services"
+                    or ref.get("apiGroup")
+                    or ref.get("subresource")
+                    or ref.get("namespace") != namespace
+                    or not str(ref.get("name", "")).endswith("-lb")
+                    or int((entry.get("responseStatus") or {}).get("code", 0)) not in (200, 201)
+                ):
+                    continue
+                start, end = (
+                    datetime.fromisoformat(entry[k].replace("Z", "+00:00")).timestamp()
+                    for k in ("requestReceivedTimestamp", "stageTimestamp")
+                )
+                out.append((start, (end - start) * 1000))
+    return out
+
+
+def lb_summary(writes: list[tuple[float, float]]) -> dict[str, Any]:
+    """Median server time of the ``-lb`` Service writes and how many were made per second (first
+    to last request)."""
+    if not writes:
+        return {}
+    times = sorted(ms for _, ms in writes)
+    span = max(t for t, _ in writes) - min(t for t, _ in writes)
+    return {
+        "count": len(writes),
+        "server_ms_p50": round(statistics.median(times)),
+        "per_second": round(len(writes) / span, 1) if span > 0 else None,
+    }
+
+
 # ----------------------------------------------------------------------------- objects
 
 
@@ -622,6 +667,10 @@ def run_one(  # noqa: PLR0917
             bt0, _, bretries = create_all(api, copies, concurrency, apply=bulk_apply)
             bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
             bt_lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", timeout)
+            result["lb_services"] = {
+                "operator": lb_summary(lb_service_writes(cp, OP_NS)),
+                "bulk": lb_summary(lb_service_writes(cp, BULK_NS)),
+            }
             result["bulk"] = {
                 "objects": len(copies),
                 "writes": "server-side apply" if bulk_apply else "create",
@@ -669,6 +718,11 @@ def _part(verb: str, resource: str) -> str:
     return "children"
 
 
+def _pair(result: dict[str, Any], key: str) -> str:
+    lb = result.get("lb_services") or {}
+    return " / ".join(str((lb.get(who) or {}).get(key)) for who in ("operator", "bulk"))
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("create N Playgrounds (s)", lambda r: r["operator"]["create_s"]),
@@ -676,6 +730,14 @@ def table(results: list[dict[str, Any]]) -> str:
         ("children exist: operator (s)", lambda r: r["operator"]["children_s"]),
         ("children exist: bulk client (s)", lambda r: r["bulk"]["children_s"]),
         ("  ratio (target <= 1.2)", lambda r: r["ratios"]["children_vs_bulk"]),
+        (
+            "  -lb Services created per second: operator / bulk",
+            lambda r: _pair(r, "per_second"),
+        ),
+        (
+            "  -lb Service create, API server time p50 (ms): operator / bulk",
+            lambda r: _pair(r, "server_ms_p50"),
+        ),
         ("LWS ready: operator (s)", lambda r: r["operator"]["lws_ready_s"]),
         ("LWS ready: bulk client (s)", lambda r: r["bulk"]["lws_ready_s"]),
         ("Playgrounds Available (s)", lambda r: r["operator"]["available_s"]),
