@@ -326,17 +326,18 @@ class ProcStats(threading.Thread):
         return [s[2] for s in self.samples if t0 <= s[0] <= t1]
 
 
-def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, str]:
-    """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES."""
+def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, str, int]:
+    """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES; the process,
+    its log, its user name and its metrics port."""
     rules = [r.to_dict() for r in RULES]
     kubeconfig = cp.account_bound_to(SA_NS, SA, "llmaz-operator-bench", rules, duration="6h")
     cfg = workdir / "operator.yaml"
     cfg.write_text(yaml.safe_dump({"namespaces": [OP_NS]}))
     log = workdir / "operator.log"
-    health = free_port()
+    health, metrics = free_port(), free_port()
     command = [
         sys.executable, "-m", "llmaz.cli", "operator", "run", "--kubeconfig", str(kubeconfig),
-        "--config", str(cfg), "--metrics-port", str(free_port()), "--health-port", str(health),
+        "--config", str(cfg), "--metrics-port", str(metrics), "--health-port", str(health),
     ]  # fmt: skip
     with log.open("w") as sink:
         proc = subprocess.Popen(
@@ -359,7 +360,17 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
             return False
 
     wait_for(ready, "the operator ready", 120)
-    return proc, log, f"system:serviceaccount:{SA_NS}:{SA}"
+    return proc, log, f"system:serviceaccount:{SA_NS}:{SA}", metrics
+
+
+def reconciles(port: int) -> dict[str, float]:
+    """``llmaz_reconciles_total`` by kind, from the operator's metrics endpoint."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    found = re.findall(r'^llmaz_reconciles_total\{kind="(\w+)"\} ([0-9.e+]+)$', text, re.MULTILINE)
+    return {kind: float(value) for kind, value in found}
 
 
 # ----------------------------------------------------------------------------- audit log
@@ -517,7 +528,13 @@ def list_items(api: Http, path: str) -> list[dict[str, Any]]:
 
 
 def run_one(  # noqa: PLR0917
-    n: int, idle: float, concurrency: int, timeout: float, profile: Path | None, bulk_apply: bool = False
+    n: int,
+    idle: float,
+    concurrency: int,
+    timeout: float,
+    profile: Path | None,
+    bulk_apply: bool = False,
+    keep: bool = False,
 ) -> dict[str, Any]:
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
@@ -533,7 +550,9 @@ def run_one(  # noqa: PLR0917
         flush=True,
     )
     workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
-    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=False) as cp:
+    if keep:
+        print(f"   work directory (kept, with the audit log under cp/logs): {workdir}", flush=True)
+    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=keep) as cp:
         api = Http(cp, max(concurrency, 8) + 16)  # + the watches
         docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
         cp.apply(docs)
@@ -543,7 +562,7 @@ def run_one(  # noqa: PLR0917
         for ns in (OP_NS, BULK_NS):
             cp.kubectl("create", "namespace", ns)
         cp.apply([openmodel(i) for i in range(MODELS)])
-        proc, log, user = start_operator(cp, workdir)
+        proc, log, user, metrics_port = start_operator(cp, workdir)
         stats = ProcStats(proc.pid)
         stats.start()
         names = [f"pg-{i}" for i in range(n)]
@@ -575,6 +594,7 @@ def run_one(  # noqa: PLR0917
             )
             t_conv, wall_conv = time.monotonic(), time.time()
             cpu_conv = stats.cpu_at(t_conv + 1)
+            reconciled = reconciles(metrics_port)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
                 spy.wait(30)
@@ -585,6 +605,7 @@ def run_one(  # noqa: PLR0917
                 "isvc_s": round((w.all_of(w.isvc.exists, names) or t0) - t0, 2),
                 "lws_ready_s": round(t_lws - t0, 2),
                 "available_s": round(t_avail - t0, 2),
+                "reconciles_per_playground": {k: round(v / n, 2) for k, v in sorted(reconciled.items())},
             }
             print(f"  operator: {result['operator']}", flush=True)
             # ---- idle window
@@ -748,6 +769,13 @@ def table(results: list[dict[str, Any]]) -> str:
             "  children / status / Events / shared InUse",
             lambda r: " / ".join(str(v) for v in r["api"]["writes_per_playground_by_part"].values()),
         ),
+        (
+            "reconciles per Playground: Playground / inference Service",
+            lambda r: " / ".join(
+                str((r["operator"].get("reconciles_per_playground") or {}).get(k))
+                for k in ("Playground", "Service")
+            ),
+        ),
         ("409 conflicts while converging", lambda r: r["api"]["conflicts_409"]),
         ("writes in the idle window (target 0)", lambda r: r["api"]["idle_writes"]),
         ("idle window (s)", lambda r: r["idle_window_s"]),
@@ -808,13 +836,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the bulk client server-side applies the children (as the operator does) instead of POSTing",
     )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep each N's work directory (control plane logs, the API server's audit log)",
+    )
     args = parser.parse_args(argv)
     for n in args.n:
         if n < 1:
             parser.error(f"N must be >= 1, got {n}")
     results = []
     for n in args.n:
-        results.append(run_one(n, args.idle, args.concurrency, args.timeout, args.profile, args.bulk_apply))
+        results.append(
+            run_one(n, args.idle, args.concurrency, args.timeout, args.profile, args.bulk_apply, args.keep)
+        )
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
             json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
