@@ -554,8 +554,8 @@ def enqueue_many(rt: Runtime, targets: Iterable[tuple[str, str, str]]) -> None:
 
 
 async def _work(rt: Runtime) -> None:
-    """One of at most ``config.workers`` workers: reconciles queued objects, oldest first, and ends
-    when the queue is empty."""
+    """One of at most ``config.workers`` workers: reconciles queued objects (urgent ones first, then
+    the oldest) and ends when the queue is empty."""
     queue = rt.queue
     try:
         while (key := queue.take()) is not None:

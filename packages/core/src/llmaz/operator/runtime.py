@@ -274,7 +274,7 @@ class Indexes:
 @dataclass
 class WorkQueue:
     """Objects waiting for a reconcile (:func:`llmaz.operator.engine.enqueue`), as
-    ``(kind, namespace, name)``, oldest first; each is waiting at most once."""
+    ``(kind, namespace, name)``, oldest first after the urgent ones; each is waiting at most once."""
 
     waiting: dict[tuple[str, str, str], None] = field(default_factory=dict)
     urgent: dict[tuple[str, str, str], None] = field(default_factory=dict)
