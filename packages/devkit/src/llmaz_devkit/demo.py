@@ -467,23 +467,38 @@ def _done(rows: Sequence[Row]) -> bool:
 # ------------------------------------------------------------------------------------------ main
 
 
+_stop_signals: list[int] = []
+"""Stop signals received while :func:`_signals_as_interrupt` is active."""
+
+
 @contextlib.contextmanager
 def _signals_as_interrupt() -> Iterator[None]:
     """Ctrl-C (SIGINT) and SIGTERM (``--down``) both stop the demo cleanly.
 
     SIGINT is installed explicitly: a process started in the background of a non-interactive shell
-    inherits SIGINT as *ignored*, and Python then never raises KeyboardInterrupt.
+    inherits SIGINT as *ignored*, and Python then never raises KeyboardInterrupt. The signal is
+    also remembered, and :func:`_check_stop` raises it again between steps: Python drops an
+    exception raised while an at-fork hook runs (seen in CI: Ctrl-C landed in ``logging``'s hook
+    as a component was spawned, "Exception ignored in _releaseLock", and the demo booted on).
     """
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        _stop_signals.append(signum)
         raise KeyboardInterrupt
 
+    _stop_signals.clear()
     previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _check_stop() -> None:
+    """Raise KeyboardInterrupt if a stop signal came and its exception was lost."""
+    if _stop_signals:
+        raise KeyboardInterrupt
 
 
 def _running_owner(workdir: Path) -> int | None:
@@ -553,6 +568,7 @@ def run_demo(
             )
             cp = ControlPlane(workdir, tier="B", node_pools=DEMO_NODE_POOLS, keep_workdir=True)
             stack.enter_context(cp)
+            _check_stop()
             pools = ", ".join(f"{p.name} x{p.count}" for p in DEMO_NODE_POOLS)
             console.print(f"control plane up in {cp.boot_seconds:.1f}s; fake node pools: {pools}")
             cluster = Cluster(cp.kubectl_path, cp.admin_kubeconfig, namespace)
@@ -560,13 +576,16 @@ def run_demo(
             cluster = Cluster(go_tools_root() / "bin" / "kubectl", kubeconfig, namespace)
         cluster.run("create", "namespace", namespace, check=False)
         release = install_chart(cluster, crds, workdir, console)
+        _check_stop()
         console.print(f"applying {len(docs)} example objects from {', '.join(str(e) for e in examples)} …")
         cluster.apply(docs)
+        _check_stop()
         start_operator(stack, cluster, workdir, console, kubeconfig=release.kubeconfig, config=release.config)
         deadline = time.monotonic() + timeout
         rows: list[Row] = []
         with Live(table(rows, 0), console=console, refresh_per_second=2, transient=False) as live_view:
             while True:
+                _check_stop()
                 if cp is not None:
                     cp.check_alive()
                 rows = snapshot(cluster, workloads)
