@@ -2,22 +2,21 @@
 Playground just applied is reconciled next, from the apply's answer (issue 15); anything else that
 reaches a child or a Playground's inference Service still reconciles its owner, so a hand edit or a
 deletion is repaired. The operator's real kopf handlers and work queue, called as kopf calls them,
-against a stand-in for the API server's apply (the real API server is in e2e/test_operator.py)."""
+against a stand-in for the API server's child writes (the real API server is in e2e/test_operator.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import kopf
 import pytest
 
 from llmaz.operator import engine
-from llmaz.operator.config import OperatorConfig
 from llmaz.operator.handlers import build_registry, children, service
 from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime, owner_reference
 from llmaz.render.plan import Plan
 
@@ -39,26 +38,9 @@ LWS = {
 }
 
 
-class AnsweringKube:
-    """Stand-in for the API server's apply: answers the object with a new resourceVersion."""
-
-    def __init__(self) -> None:
-        self.version = 100
-
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.version += 1
-        return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
-
-
 @pytest.fixture
-def rt() -> Runtime:
-    return Runtime(
-        config=OperatorConfig(),
-        plugins=None,  # type: ignore[arg-type]
-        kube=AnsweringKube(),  # type: ignore[arg-type]
-        metrics=Metrics(kinds=("Playground", "Service")),
-        identity="unit",
-    )
+def rt(make_runtime: Callable[[Any], Runtime], child_writes: Any) -> Runtime:
+    return make_runtime(child_writes)
 
 
 @pytest.fixture

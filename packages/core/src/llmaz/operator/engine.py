@@ -9,6 +9,7 @@ applied only when the live object lacks a field we set, status only when it chan
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -107,7 +108,7 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
     ref = owner_reference(owner)
     live_by_key = {ObjectKey.of(o): o for o in live}
     wanted: set[ObjectKey] = set()
-    todo: list[tuple[ObjectKey, str, dict[str, Any]]] = []
+    todo: list[tuple[ObjectKey, str, dict[str, Any], bool]] = []
     for obj in result.objects:
         desired = dict(obj)
         meta = dict(desired.get("metadata") or {})
@@ -131,12 +132,22 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
             continue  # our own write, not yet seen by the watch
         if current is not None and controller_uid(current) not in (None, ref["uid"]):
             raise KubeError("APPLY", f"{key.kind}/{key.name}", 409, "controlled by another object")
-        todo.append((key, digest, desired))
+        # a child not seen yet is POSTed (cheaper for the API server), a known one applied
+        todo.append((key, digest, desired, current is not None or cached is not None))
 
-    async def apply(key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
-        answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, rt.kube.apply, desired)
+    async def apply(key: ObjectKey, digest: str, desired: dict[str, Any], exists: bool) -> None:
+        write = functools.partial(rt.kube.create_or_apply, desired, exists=exists)
+        answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, write)
         rt.applied[key] = (digest, resource_version(answer))
-        log.info("applied %s %s/%s for %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
+        log.info(
+            "%s %s %s/%s for %s %s",
+            "applied" if exists else "created",
+            key.kind,
+            key.namespace,
+            key.name,
+            owner["kind"],
+            ref["name"],
+        )
         if key.api_version == INFERENCE_SERVICE_API_VERSION and key.kind == "Service":
             # its own children next, from the answer: no wait for the watch or the queue
             rt.fresh[("Service", key.namespace, key.name)] = plain(answer)

@@ -8,6 +8,7 @@ thread with :func:`asyncio.to_thread`. Every write is counted in :class:`~llmaz.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import urllib.parse
 from collections.abc import Callable, Mapping
@@ -270,6 +271,72 @@ class Kube:
         )
         return result
 
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """POST ``obj`` with field manager ``llmaz`` (HTTP 409 if it exists). The fields it sets
+        belong to ``llmaz``'s *Update* entry of ``managedFields``; :meth:`claim_fields` turns that
+        into an *Apply* entry before the object is ever applied (:meth:`create_or_apply`)."""
+        key = ObjectKey.of(obj)
+        result: dict[str, Any] = self.request(
+            "POST",
+            resource_path(key.api_version, key.kind, key.namespace or None),
+            query={"fieldManager": FIELD_MANAGER},
+            body=obj,
+            resource=plural_of(key.kind),
+        )
+        return result
+
+    def claim_fields(self, key: ObjectKey, attempts: int = 5) -> bool:
+        """Make the fields ``llmaz`` set when it POSTed the object part of its server-side apply
+        ownership (client-go's ``csaupgrade`` does the same for ``kubectl apply``): the *Update*
+        entry of ``managedFields`` is merged into ``llmaz``'s *Apply* entry. Without it a field
+        a later render leaves out would stay: an apply removes only fields its own entry owns.
+        One GET, and a PATCH only when there is such an entry (with the resourceVersion read, so
+        nobody's write in between is lost; 409 reads again). ``False`` if the object is gone."""
+        path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
+        for attempt in range(1, attempts + 1):
+            live = self.get(key.api_version, key.kind, key.namespace or None, key.name)
+            if live is None:
+                return False
+            meta = live.get("metadata") or {}
+            entries = claimed_entries(meta.get("managedFields") or [])
+            if entries is None:
+                return True
+            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "managedFields": entries}}
+            try:
+                self.request(
+                    "PATCH",
+                    path,
+                    query={"fieldManager": FIELD_MANAGER},
+                    body=body,
+                    content_type="application/merge-patch+json",
+                    resource=plural_of(key.kind),
+                )
+            except KubeError as err:
+                if err.status != 409 or attempt == attempts:
+                    raise
+            else:
+                return True
+        return True  # attempts < 1: nothing tried
+
+    def create_or_apply(self, obj: Mapping[str, Any], *, exists: bool) -> dict[str, Any]:
+        """Write a child: POST it when it is not known to exist, else server-side apply it.
+
+        A POST costs the API server about a quarter less CPU than creating the object with an
+        apply (issue 15: 12.3 against 16.0 CPU-seconds for the same 900 children), and creating
+        children is what a rollout of many Playgrounds waits for. An object that exists after all
+        (409: the watch had not brought it yet, or someone else created it) is applied instead;
+        every apply of an existing object first claims the fields an earlier POST of ours set
+        (:meth:`claim_fields`), so pruning fields from a later render works either way."""
+        key = ObjectKey.of(obj)
+        if not exists:
+            try:
+                return self.create(obj)
+            except KubeError as err:
+                if err.status != 409:
+                    raise
+        self.claim_fields(key)
+        return self.apply(obj)
+
     def delete(self, key: ObjectKey, uid: str | None = None) -> bool:
         """Delete (background propagation, only the object with ``uid``); ``False`` if already gone."""
         body: dict[str, Any] = {
@@ -321,3 +388,42 @@ class Kube:
         """Create one ``v1`` Event (failures are the caller's to log, never fatal)."""
         namespace = (event.get("metadata") or {}).get("namespace") or "default"
         self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event, resource="events")
+
+
+def _merge_fields(into: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:
+    """The union of two ``fieldsV1`` sets (nested maps whose leaves are empty maps)."""
+    for name, sub in more.items():
+        if isinstance(sub, Mapping) and isinstance(into.get(name), dict):
+            _merge_fields(into[name], sub)
+        else:
+            into[name] = copy.deepcopy(sub)
+    return into
+
+
+def claimed_entries(entries: list[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
+    """``managedFields`` with ``llmaz``'s *Update* entries of the object itself (not of its
+    ``status``) merged into its *Apply* entry, or ``None`` when there is nothing to merge."""
+
+    def ours(entry: Mapping[str, Any], operation: str) -> bool:
+        return (
+            entry.get("manager") == FIELD_MANAGER
+            and entry.get("operation") == operation
+            and not entry.get("subresource")
+        )
+
+    updates = [e for e in entries if ours(e, "Update")]
+    if not updates:
+        return None
+    applied = next((e for e in entries if ours(e, "Apply")), None)
+    base = dict(applied if applied is not None else updates[0])
+    fields: dict[str, Any] = _merge_fields({}, base.get("fieldsV1") or {})
+    for entry in updates:
+        _merge_fields(fields, entry.get("fieldsV1") or {})
+    merged = {**base, "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": fields}
+    out: list[dict[str, Any]] = []
+    for entry in entries:
+        if entry is applied or (applied is None and entry is updates[0]):
+            out.append(merged)
+        elif not any(entry is u for u in updates):
+            out.append(dict(entry))
+    return out

@@ -36,9 +36,13 @@ class Rule:
 WATCH = ("list", "watch")
 """kopf reads every kind through list + watch; nothing is fetched one object at a time except at
 start-up (BackendRuntimes) and for the leader Lease."""
-CHILD = ("list", "watch", "create", "patch", "delete")
-"""Children: watched, server-side applied (a ``patch`` that may create) and pruned when the latest
-render no longer produces them. Never ``get`` or ``update``."""
+CHILD = ("get", "list", "watch", "create", "patch", "delete")
+"""Children: watched, created (a POST when not seen yet), server-side applied and pruned when the
+latest render no longer produces them. ``get`` only before applying an existing child, to find
+fields an earlier POST of the operator owns (:meth:`llmaz.operator.kube.Kube.claim_fields`).
+Never ``update``."""
+JOBS = ("list", "watch", "create", "patch", "delete")
+"""Preheat Jobs: server-side applied (a ``patch`` that may create), watched and deleted."""
 INTEGRATION_VERBS = ("list", "create", "patch", "delete")
 """Integration objects are listed per namespace, server-side applied (create or patch) and pruned."""
 
@@ -98,7 +102,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("resource.k8s.io",), ("resourceclaims",), WATCH, "DRA mode: which flavor the scheduler allocated"),
     Rule(("",), ("events",), ("create",), "one core/v1 Event per status transition"),
     Rule(("",), ("nodes",), WATCH, "preheat: the nodes a preheated OpenModel's flavors select"),
-    Rule(("batch",), ("jobs",), CHILD, "preheat: one loader Job per selected node (llmaz.io/preheat-model)"),
+    Rule(("batch",), ("jobs",), JOBS, "preheat: one loader Job per selected node (llmaz.io/preheat-model)"),
     Rule(("coordination.k8s.io",), ("leases",), ("get", "create", "update"), "leader election"),
     *integration_rules(),
 )

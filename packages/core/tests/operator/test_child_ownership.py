@@ -1,0 +1,179 @@
+"""Children are created with a POST and applied after that; before the first apply of a child the
+operator created, the fields that POST set become part of its server-side apply ownership, so a
+field a later render leaves out is removed (issue 15). The requests are checked against a
+recording stand-in for the API server's transport (named so: no API server here); the real API
+server removing such a field is in e2e/test_operator.py."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from llmaz.operator.kube import Kube, KubeError, claimed_entries
+
+LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets"
+LWS = {
+    "apiVersion": "leaderworkerset.x-k8s.io/v1",
+    "kind": "LeaderWorkerSet",
+    "metadata": {"name": "chat", "namespace": "ns"},
+    "spec": {"replicas": 1},
+}
+POSTED = {
+    "manager": "llmaz",
+    "operation": "Update",
+    "apiVersion": "leaderworkerset.x-k8s.io/v1",
+    "time": "2026-11-25T10:00:00Z",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:spec": {"f:replicas": {}, "f:leaderWorkerTemplate": {"f:size": {}}}},
+}
+APPLIED = {
+    "manager": "llmaz",
+    "operation": "Apply",
+    "apiVersion": "leaderworkerset.x-k8s.io/v1",
+    "time": "2026-11-25T10:05:00Z",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:spec": {"f:replicas": {}}, "f:metadata": {"f:labels": {"f:app": {}}}},
+}
+OUR_STATUS = {
+    "manager": "llmaz",
+    "operation": "Update",
+    "subresource": "status",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:status": {"f:conditions": {}}},
+}
+CONTROLLER = {
+    "manager": "lws-controller",
+    "operation": "Update",
+    "subresource": "status",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:status": {"f:replicas": {}}},
+}
+KUBECTL = {
+    "manager": "kubectl-annotate",
+    "operation": "Update",
+    "fieldsType": "FieldsV1",
+    "fieldsV1": {"f:metadata": {"f:annotations": {"f:owner": {}}}},
+}
+
+
+def test_nothing_to_claim_without_an_update_entry_of_ours() -> None:
+    assert claimed_entries([APPLIED, OUR_STATUS, CONTROLLER, KUBECTL]) is None
+    assert claimed_entries([]) is None
+
+
+def test_a_posted_childs_entry_becomes_our_apply_entry_and_nobody_elses_changes() -> None:
+    entries = [CONTROLLER, POSTED, KUBECTL, OUR_STATUS]
+    before = copy.deepcopy(entries)
+    out = claimed_entries(entries)
+    assert out == [CONTROLLER, {**POSTED, "operation": "Apply"}, KUBECTL, OUR_STATUS]
+    assert entries == before  # the input is not changed
+
+
+def test_update_and_apply_entries_of_ours_are_merged_into_one_apply_entry() -> None:
+    out = claimed_entries([POSTED, CONTROLLER, APPLIED])
+    assert out is not None
+    ours = [e for e in out if e["manager"] == "llmaz"]
+    assert len(ours) == 1
+    assert ours[0]["operation"] == "Apply"
+    assert ours[0]["time"] == APPLIED["time"]
+    assert ours[0]["fieldsV1"] == {
+        "f:spec": {"f:replicas": {}, "f:leaderWorkerTemplate": {"f:size": {}}},
+        "f:metadata": {"f:labels": {"f:app": {}}},
+    }
+    assert CONTROLLER in out
+
+
+class Transport(Kube):
+    """Kube whose transport is a recording stand-in: answers from ``script`` by ``(method,
+    path)``, each answer a dict or a KubeError to raise, in order."""
+
+    def __init__(self, script: dict[tuple[str, str], list[Any]]) -> None:
+        super().__init__(api=None)  # type: ignore[arg-type]
+        self.script = script
+        self.calls: list[tuple[str, str, Any]] = []
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        self.calls.append((method, path, kwargs.get("body")))
+        answer = self.script[(method, path)].pop(0)
+        if isinstance(answer, KubeError):
+            raise answer
+        return answer
+
+
+def _exists() -> KubeError:
+    body = json.dumps({"kind": "Status", "code": 409, "message": 'leaderworkersets "chat" already exists'})
+    return KubeError("POST", LWS_PATH, 409, body)
+
+
+def _live(version: str, *entries: dict[str, Any]) -> dict[str, Any]:
+    live = copy.deepcopy(LWS)
+    live["metadata"].update(resourceVersion=version, managedFields=list(entries))
+    return live
+
+
+def test_a_child_not_seen_yet_is_created_with_one_post() -> None:
+    kube = Transport({("POST", LWS_PATH): [_live("5", POSTED)]})
+    answer = kube.create_or_apply(LWS, exists=False)
+    assert [(m, p) for m, p, _ in kube.calls] == [("POST", LWS_PATH)]
+    assert answer["metadata"]["resourceVersion"] == "5"
+
+
+def test_a_post_that_finds_the_child_claims_its_fields_then_applies() -> None:
+    one = f"{LWS_PATH}/chat"
+    kube = Transport(
+        {
+            ("POST", LWS_PATH): [_exists()],
+            ("GET", one): [_live("7", POSTED, CONTROLLER)],
+            ("PATCH", one): [{}, _live("9", {**POSTED, "operation": "Apply"})],
+        }
+    )
+    kube.create_or_apply(LWS, exists=False)
+    assert [(m, p) for m, p, _ in kube.calls] == [
+        ("POST", LWS_PATH),
+        ("GET", one),
+        ("PATCH", one),
+        ("PATCH", one),
+    ]
+    claim = kube.calls[2][2]
+    assert claim["metadata"]["resourceVersion"] == "7"  # nobody's write in between is lost
+    assert claim["metadata"]["managedFields"] == [{**POSTED, "operation": "Apply"}, CONTROLLER]
+    assert kube.calls[3][2] == LWS  # then the apply itself
+
+
+def test_an_applied_child_is_only_read_before_the_apply() -> None:
+    one = f"{LWS_PATH}/chat"
+    kube = Transport({("GET", one): [_live("7", APPLIED, CONTROLLER)], ("PATCH", one): [_live("8", APPLIED)]})
+    kube.create_or_apply(LWS, exists=True)
+    assert [(m, p) for m, p, _ in kube.calls] == [("GET", one), ("PATCH", one)]
+    assert kube.calls[1][2] == LWS
+
+
+def test_a_claim_that_meets_a_newer_version_reads_again() -> None:
+    one = f"{LWS_PATH}/chat"
+    conflict = KubeError("PATCH", one, 409, json.dumps({"message": "the object has been modified"}))
+    kube = Transport(
+        {
+            ("GET", one): [_live("7", POSTED), _live("8", POSTED, CONTROLLER)],
+            ("PATCH", one): [conflict, {}, _live("10", APPLIED)],
+        }
+    )
+    kube.create_or_apply(LWS, exists=True)
+    claims = [
+        body for m, _, body in kube.calls if m == "PATCH" and "managedFields" in body.get("metadata", {})
+    ]
+    assert [c["metadata"]["resourceVersion"] for c in claims] == ["7", "8"]
+
+
+def test_a_claim_that_keeps_conflicting_fails_the_reconcile() -> None:
+    one = f"{LWS_PATH}/chat"
+    conflict = KubeError("PATCH", one, 409, json.dumps({"message": "the object has been modified"}))
+    kube = Transport(
+        {("GET", one): [_live(str(v), POSTED) for v in range(5)], ("PATCH", one): [conflict] * 5}
+    )
+    with pytest.raises(KubeError) as err:
+        kube.create_or_apply(LWS, exists=True)
+    assert err.value.status == 409  # retried by the reconcile's backoff
+    assert sum(1 for m, _, _ in kube.calls if m == "PATCH") == 5
