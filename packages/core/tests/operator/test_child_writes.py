@@ -9,8 +9,11 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
+from llmaz.api import Service
 from llmaz.operator import engine
-from llmaz.operator.runtime import Runtime, owner_reference
+from llmaz.operator.runtime import Indexes, Runtime, owned_index_id, owner_reference, pack
 from llmaz.render.plan import Plan
 
 OWNER = {
@@ -32,6 +35,14 @@ def _live(version: str, replicas: int = 1) -> dict[str, Any]:
     live["spec"]["replicas"] = replicas
     live["status"] = {"replicas": replicas}  # what the API server and the LWS controller add
     return live
+
+
+def _live_service(version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "chat-lb", "namespace": "ns", "resourceVersion": version},
+    }
 
 
 def test_a_child_is_written_only_when_the_live_object_lacks_what_the_plan_wants(
@@ -72,3 +83,80 @@ def test_a_child_written_but_not_seen_yet_is_applied_when_the_render_changes(
         ("create", 1),
         ("apply", 2),
     ]
+
+
+def _indexes(*children: dict[str, Any]) -> Indexes:
+    """Indexes holding ``children`` (packed, as the watches keep them) under their owner."""
+    raw: dict[str, dict[Any, list[Any]]] = {}
+    for child in children:
+        index = raw.setdefault(owned_index_id(child["apiVersion"], child["kind"]), {})
+        index.setdefault(OWNER["metadata"]["uid"], []).append(pack(child))
+    return Indexes(raw)
+
+
+def test_an_owner_whose_inputs_and_children_are_unchanged_is_neither_rendered_nor_compared(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    rt = make_runtime(child_writes)
+    inputs = ("generation 1", "model v1")
+
+    def reconcile(live: list[dict[str, Any]], with_inputs: tuple[Any, ...] = inputs) -> None:
+        asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), live, with_inputs))
+
+    uid = OWNER["metadata"]["uid"]
+    reconcile([])  # created; not settled: nothing was there to compare
+    assert engine.unchanged(rt, _indexes(), uid, inputs) is None
+    reconcile([_live("101")])
+    assert engine.unchanged(rt, _indexes(_live("101")), uid, inputs) is not None
+    # anything else is rendered and compared again: a new version of the child (a hand edit, the
+    # LWS controller's status), a child more or less, other inputs
+    assert engine.unchanged(rt, _indexes(_live("102")), uid, inputs) is None
+    assert engine.unchanged(rt, _indexes(), uid, inputs) is None
+    assert engine.unchanged(rt, _indexes(_live("101"), _live_service("7")), uid, inputs) is None
+    assert engine.unchanged(rt, _indexes(_live("101")), uid, ("generation 2", "model v1")) is None
+    # a drifted child is repaired and the record dropped until a reconcile finds it as wanted
+    reconcile([_live("103", replicas=3)])
+    assert [verb for verb, _ in child_writes.writes] == ["create", "apply"]
+    assert engine.unchanged(rt, _indexes(_live("103", replicas=3)), uid, inputs) is None
+
+
+def test_a_child_written_but_not_seen_yet_never_makes_its_owner_settled(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    """Were the owner recorded as settled without the child, a deletion of that child before the
+    watch ever brought it would leave the owner's children as recorded, and never repaired."""
+    rt = make_runtime(child_writes)
+    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",)))
+    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",)))  # still unseen
+    assert len(child_writes.writes) == 1
+    assert engine.unchanged(rt, _indexes(), OWNER["metadata"]["uid"], ("in",)) is None
+
+
+def test_reconcile_service_renders_only_when_its_inputs_or_children_changed(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine's own reconcile of an inference Service, with the render counted."""
+    rt = make_runtime(child_writes)
+    renders: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Plan:
+        renders.append("plan")
+        return Plan(objects=(LWS,))
+
+    async def no_status(*_: Any) -> None:
+        return None
+
+    monkeypatch.setattr(engine, "plan", counted)
+    monkeypatch.setattr(engine, "write_status", no_status)
+    monkeypatch.setattr(engine, "_parse", lambda snap: (Service.model_construct(), None))
+    service = {**OWNER, "kind": "Service", "metadata": {**OWNER["metadata"], "generation": 1}}
+    live = _live("101")
+    live["metadata"]["ownerReferences"] = [owner_reference(service)]
+    rt.indexes = _indexes(live)
+    asyncio.run(engine.reconcile(rt, rt.indexes, service))
+    asyncio.run(engine.reconcile(rt, rt.indexes, service))  # a pod event, say: nothing new
+    assert renders == ["plan"]
+    service["metadata"] = {**service["metadata"], "generation": 2}
+    asyncio.run(engine.reconcile(rt, rt.indexes, service))
+    assert renders == ["plan", "plan"]
+    assert child_writes.writes == []

@@ -27,9 +27,11 @@ from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating, sta
 from llmaz.operator.runtime import (
     Indexes,
     Runtime,
+    Settled,
     Settling,
     Snapshot,
     controller_uid,
+    entry_key,
     owner_reference,
     parsed_entries,
     plain,
@@ -47,11 +49,10 @@ from llmaz.operator.status import (
     same_reason,
     status_changed,
 )
-from llmaz.plugins.backend import Backend
 from llmaz.render import RenderError, parse_document, plan
 from llmaz.render.diagnosis import Reason, diagnose
 from llmaz.render.fallback import FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE, Action
-from llmaz.render.objects import leader_selector
+from llmaz.render.objects import LWS_API_VERSION, leader_selector
 from llmaz.render.plan import Plan
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
@@ -103,11 +104,16 @@ def models_by_name(rt: Runtime, idx: Indexes) -> dict[str, OpenModel]:
     return _parse_all(rt, OpenModel, idx.model_entries())
 
 
-async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot]) -> None:
-    """Apply what the plan wants and is not live yet; delete owned objects it no longer wants."""
+async def apply_children(
+    rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot], inputs: tuple[Any, ...] | None = None
+) -> None:
+    """Apply what the plan wants and is not live yet; delete owned objects it no longer wants.
+    When every wanted child was live and held what the plan wants, and nothing was pruned, the
+    owner is recorded as :class:`~llmaz.operator.runtime.Settled` for the render ``inputs``."""
     ref = owner_reference(owner)
     live_by_key = {ObjectKey.of(o): o for o in live}
     wanted: set[ObjectKey] = set()
+    verified = 0
     todo: list[tuple[ObjectKey, str, dict[str, Any], bool]] = []
     for obj in result.objects:
         desired = dict(obj)
@@ -123,9 +129,11 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
             # N = 300 (issue 15's profile); the hash is a third of that and the answer is kept
             seen = (resource_version(current), digest)
             if rt.contained.get(key) == seen:
+                verified += 1
                 continue
             if contains(current, desired):
                 rt.contained[key] = seen
+                verified += 1
                 continue
         cached = rt.applied.get(key)
         if cached is not None and cached[0] == digest and resource_version(current) < cached[1]:
@@ -157,6 +165,7 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
     # Service), not one after the other (issue 15)
     await asyncio.gather(*(apply(*item) for item in todo))
     prunable = set(result.prune_kinds)
+    pruned = False
     for obj in live:
         key = ObjectKey.of(obj)
         if key in wanted or (key.api_version, key.kind) not in prunable:
@@ -166,7 +175,39 @@ async def apply_children(rt: Runtime, owner: Snapshot, result: Plan, live: list[
         await asyncio.to_thread(rt.kube.delete, key, uid_of(obj))
         rt.applied.pop(key, None)
         rt.contained.pop(key, None)
+        pruned = True
         log.info("pruned %s %s/%s of %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
+    if inputs is None:
+        return
+    if verified == len(wanted) and not todo and not pruned:
+        children = frozenset((ObjectKey.of(o), resource_version(o)) for o in live)
+        rt.settled[ref["uid"]] = Settled(inputs, children, result.flavor)
+    else:
+        rt.settled.pop(ref["uid"], None)
+
+
+def render_inputs(snap: Snapshot, idx: Indexes, *more: Any) -> tuple[Any, ...]:
+    """What a reconcile renders ``snap``'s children from, as a comparable value: its generation
+    (every spec change), labels and annotations, every OpenModel's uid and resourceVersion (read
+    without unpickling), and ``more``. The operator's configuration and plugins are fixed for the
+    life of the process."""
+    meta = snap["metadata"]
+    return (
+        meta.get("generation"),
+        json.dumps([meta.get("labels"), meta.get("annotations")], sort_keys=True),
+        tuple(sorted(entry_key(e) for e in idx.model_entries())),
+        *more,
+    )
+
+
+def unchanged(rt: Runtime, idx: Indexes, uid: str, inputs: tuple[Any, ...]) -> Settled | None:
+    """The owner's :class:`~llmaz.operator.runtime.Settled` record when its render inputs and
+    every child are as they were then (a child edited, deleted or added by anyone has another
+    resourceVersion or key, and the owner renders and compares again)."""
+    found = rt.settled.get(uid)
+    if found is None or found.inputs != inputs or found.children != idx.owned_versions(uid):
+        return None
+    return found
 
 
 def _event(rt: Runtime, owner: Snapshot, reason: str, message: str, warning: bool) -> dict[str, Any]:
@@ -336,6 +377,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
     choice: FlavorChoice | None = None
     flavor: str | None = None
     children: Coroutine[Any, Any, None] | None = None
+    settled: Settled | None = None
     if blocked is None:
         assert isinstance(pg, Playground)
         models = models_by_name(rt, idx)
@@ -349,27 +391,35 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
                 now=now,
                 created=meta.get("creationTimestamp"),
             )
-            result = plan(
-                pg,
-                models,
-                _parse_all(rt, BackendRuntime, idx.runtime_entries()),
-                rt.plugins,
-                plugin_runtimes=False,
-                flavor=choice.render_flavor if choice is not None else None,
-            )
+            render_flavor = choice.render_flavor if choice is not None else None
+            runtimes = tuple(sorted(entry_key(e) for e in idx.runtime_entries()))
+            inputs = render_inputs(snap, idx, runtimes, render_flavor)
+            settled = unchanged(rt, idx, uid, inputs)
+            if settled is None:
+                result = plan(
+                    pg,
+                    models,
+                    _parse_all(rt, BackendRuntime, idx.runtime_entries()),
+                    rt.plugins,
+                    plugin_runtimes=False,
+                    flavor=render_flavor,
+                )
         except RenderError as err:
             blocked = (error_reason(err), str(err))
         else:
-            flavor = result.flavor
-            same_name = idx.service(ns, name)
-            if same_name is not None and controller_uid(same_name) != uid:
-                blocked = (
-                    REASON_NAME_CONFLICT,
-                    f"inference Service {ns}/{name} exists and is not owned by this Playground; "
-                    "delete or rename it",
-                )
+            if settled is not None:
+                flavor = settled.flavor  # its inference Service is ours and as rendered
             else:
-                children = _apply_and_announce(rt, snap, result, live, choice)
+                flavor = result.flavor
+                same_name = idx.service(ns, name)
+                if same_name is not None and controller_uid(same_name) != uid:
+                    blocked = (
+                        REASON_NAME_CONFLICT,
+                        f"inference Service {ns}/{name} exists and is not owned by this Playground; "
+                        "delete or rename it",
+                    )
+                else:
+                    children = _apply_and_announce(rt, snap, result, live, choice, inputs)
     child = next(
         (
             o
@@ -405,10 +455,15 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
     _schedule_recheck(rt, snap, choice.decision.recheck_after if choice is not None else None)
 
 
-async def _apply_and_announce(
-    rt: Runtime, snap: Snapshot, result: Plan, live: list[Snapshot], choice: FlavorChoice | None
+async def _apply_and_announce(  # noqa: PLR0917
+    rt: Runtime,
+    snap: Snapshot,
+    result: Plan,
+    live: list[Snapshot],
+    choice: FlavorChoice | None,
+    inputs: tuple[Any, ...],
 ) -> None:
-    await apply_children(rt, snap, result, live)
+    await apply_children(rt, snap, result, live, inputs)
     if choice is not None and choice.moved:
         await post_event(rt, snap, FLAVOR_FALLBACK, choice.decision.message, warning=False)
 
@@ -437,8 +492,9 @@ def _condition_of(status: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def _service_backend(rt: Runtime, idx: Indexes, snap: Snapshot) -> Backend | None:
-    """The backend plugin serving a Playground's inference Service (``None`` for a standalone one)."""
+def _service_backend(idx: Indexes, snap: Snapshot) -> str | None:
+    """Name of the backend plugin serving a Playground's inference Service (``None`` for a
+    standalone one)."""
     meta = snap["metadata"]
     for ref in meta.get("ownerReferences") or []:
         if ref.get("controller") and ref.get("kind") == "Playground":
@@ -446,34 +502,47 @@ def _service_backend(rt: Runtime, idx: Indexes, snap: Snapshot) -> Backend | Non
             if owner is None:
                 return None
             config = (owner.get("spec") or {}).get("backendRuntimeConfig") or {}
-            return rt.plugins.get_backend(str(config.get("backendName") or DEFAULT_BACKEND))
+            return str(config.get("backendName") or DEFAULT_BACKEND)
     return None
+
+
+LWS_KIND = (LWS_API_VERSION, "LeaderWorkerSet")
 
 
 async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     meta = snap["metadata"]
     uid, ns, name = uid_of(snap), meta.get("namespace") or "", meta["name"]
     svc, blocked = _parse(snap)
-    live = idx.owned(uid)
     desired = _desired_replicas(snap)
     flavor: str | None = None
     children: Coroutine[Any, Any, None] | None = None
+    live: list[Snapshot] | None = None
     if blocked is None:
         assert isinstance(svc, Service)
-        try:
-            result = plan(
-                svc,
-                models_by_name(rt, idx),
-                model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
-                model_cache=rt.config.model_loader.shared_cache,
-                backend=_service_backend(rt, idx, snap),
-                dra=rt.config.dra,
-            )
-        except RenderError as err:
-            blocked = (error_reason(err), str(err))
+        backend_name = _service_backend(idx, snap)
+        inputs = render_inputs(snap, idx, backend_name)
+        settled = unchanged(rt, idx, uid, inputs)
+        if settled is not None:
+            flavor = settled.flavor
+            live = idx.owned(uid, (LWS_KIND,))  # its status is all this reconcile reads
         else:
-            flavor = result.flavor
-            children = apply_children(rt, snap, result, live)
+            live = idx.owned(uid)
+            try:
+                result = plan(
+                    svc,
+                    models_by_name(rt, idx),
+                    model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
+                    model_cache=rt.config.model_loader.shared_cache,
+                    backend=rt.plugins.get_backend(backend_name) if backend_name is not None else None,
+                    dra=rt.config.dra,
+                )
+            except RenderError as err:
+                blocked = (error_reason(err), str(err))
+            else:
+                flavor = result.flavor
+                children = apply_children(rt, snap, result, live, inputs)
+    if live is None:
+        live = idx.owned(uid)
     lws = next(
         (o for o in live if o.get("kind") == "LeaderWorkerSet" and o["metadata"]["name"] == name), None
     )
