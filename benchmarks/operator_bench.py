@@ -533,6 +533,7 @@ def run_one(  # noqa: PLR0917
     concurrency: int,
     timeout: float,
     profile: Path | None,
+    profile_children_only: bool = False,
     bulk_apply: bool = False,
     keep: bool = False,
 ) -> dict[str, Any]:
@@ -596,6 +597,10 @@ def run_one(  # noqa: PLR0917
                 f"Available {sum(1 for x in names if x in w.pl.ready)}"
             )
             t_children = wait_for(lambda: w.all_children(names), "every child", timeout, progress)
+            if spy is not None and profile_children_only:
+                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
+                spy.wait(30)
+                spy = None
             t_lws = wait_for(lambda: w.all_of(w.lws.ready, names), "every LWS ready", timeout, progress)
             t_avail = wait_for(
                 lambda: w.all_of(w.pl.ready, names), "every Playground Available", timeout, progress
@@ -857,6 +862,11 @@ def main(argv: list[str] | None = None) -> int:
         "--profile", type=Path, help="record the operator with py-spy (speedscope) to this path"
     )
     parser.add_argument(
+        "--profile-children",
+        action="store_true",
+        help="with --profile, stop recording once every child exists (not at convergence)",
+    )
+    parser.add_argument(
         "--bulk-apply",
         action="store_true",
         help="the bulk client server-side applies the children (as the operator does) instead of POSTing",
@@ -873,7 +883,16 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for n in args.n:
         results.append(
-            run_one(n, args.idle, args.concurrency, args.timeout, args.profile, args.bulk_apply, args.keep)
+            run_one(
+                n,
+                args.idle,
+                args.concurrency,
+                args.timeout,
+                args.profile,
+                args.profile_children,
+                args.bulk_apply,
+                args.keep,
+            )
         )
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(

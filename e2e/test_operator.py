@@ -673,6 +673,22 @@ def test_removing_elastic_config_deletes_the_hpa_and_scale_works(
     assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)
     assert hpa["spec"]["metrics"] == elastic["scaleTrigger"]["hpa"]["metrics"]
     wait_until(lambda: reason(cp, "pl/elastic", namespace) == "Available", "Available", 60, operator.log)
+    # a new maximum reaches the HPA the operator created (read, its fields claimed, applied)
+    cp.kubectl(
+        "patch",
+        "pl/elastic",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        '{"spec":{"elasticConfig":{"maxReplicas":4}}}',
+    )
+    wait_until(
+        lambda: (get(cp, "hpa/elastic", namespace) or {}).get("spec", {}).get("maxReplicas") == 4,
+        "the HPA's new maximum",
+        30,
+        operator.log,
+    )
 
     cp.kubectl("scale", "pl/elastic", "-n", namespace, "--replicas=2")
 
@@ -1065,7 +1081,7 @@ UNUSED_IN_THIS_RUN: dict[tuple[str, str, str], str] = {
     # DRA mode is off in these scenarios (e2e/test_dra.py covers it).
     **{
         ("resource.k8s.io", "resourceclaimtemplates", v): "DRA mode off"
-        for v in ("create", "patch", "delete")
+        for v in ("get", "create", "patch", "delete")
     },
     **{("resource.k8s.io", "resourceclaims", v): "DRA mode off" for v in ("list", "watch")},
 }

@@ -30,8 +30,9 @@ LWS = {
 
 
 def _live(version: str, replicas: int = 1) -> dict[str, Any]:
-    live = copy.deepcopy(LWS)
-    live["metadata"].update(resourceVersion=version, uid="lws-uid", ownerReferences=[owner_reference(OWNER)])
+    """The LWS as the operator's write left it (plus what the API server adds), at ``version``."""
+    live = copy.deepcopy(engine.desired_child(LWS, owner_reference(OWNER))[0])
+    live["metadata"].update(resourceVersion=version, uid="lws-uid")
     live["spec"]["replicas"] = replicas
     live["status"] = {"replicas": replicas}  # what the API server and the LWS controller add
     return live
@@ -150,8 +151,8 @@ def test_reconcile_service_renders_only_when_its_inputs_or_children_changed(
     monkeypatch.setattr(engine, "write_status", no_status)
     monkeypatch.setattr(engine, "_parse", lambda snap: (Service.model_construct(), None))
     service = {**OWNER, "kind": "Service", "metadata": {**OWNER["metadata"], "generation": 1}}
-    live = _live("101")
-    live["metadata"]["ownerReferences"] = [owner_reference(service)]
+    live = copy.deepcopy(engine.desired_child(LWS, owner_reference(service))[0])
+    live["metadata"].update(resourceVersion="101", uid="lws-uid")
     rt.indexes = _indexes(live)
     asyncio.run(engine.reconcile(rt, rt.indexes, service))
     asyncio.run(engine.reconcile(rt, rt.indexes, service))  # a pod event, say: nothing new
@@ -160,3 +161,17 @@ def test_reconcile_service_renders_only_when_its_inputs_or_children_changed(
     asyncio.run(engine.reconcile(rt, rt.indexes, service))
     assert renders == ["plan", "plan"]
     assert child_writes.writes == []
+
+
+def test_a_field_the_render_no_longer_sets_is_written_away(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    """The live LWS still holds everything the new render wants, plus an env var the old render
+    set: only the render hash tells them apart, and the apply (server-side) drops the env var."""
+    rt = make_runtime(child_writes)
+    old = copy.deepcopy(LWS)
+    old["spec"]["env"] = [{"name": "EXTRA", "value": "1"}]
+    live = copy.deepcopy(engine.desired_child(old, owner_reference(OWNER))[0])
+    live["metadata"].update(resourceVersion="7", uid="lws-uid")
+    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    assert [(verb, "env" in obj["spec"]) for verb, obj in child_writes.writes] == [("apply", False)]

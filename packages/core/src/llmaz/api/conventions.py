@@ -22,6 +22,10 @@ ANNOTATION_MODEL_PREHEAT = "llmaz.io/model-preheat"
 ANNOTATION_SKIP_MODEL_LOADER = "llmaz.io/skip-model-loader"
 ANNOTATION_FLAVORS = "llmaz.io/inference-service-flavors"
 """The claimed flavors, comma-separated, on the pods of an inference Service."""
+ANNOTATION_RENDER_HASH = "llmaz.io/render-hash"
+"""On every child the operator writes: a hash of what it rendered for it. A child whose hash is
+not the current render's is applied again, so a field the render no longer sets (an env var, a GPU
+limit) is removed by server-side apply even though the live object still holds everything else."""
 ANNOTATION_SELECTED_FLAVOR = "llmaz.io/selected-flavor"
 """Set on a Playground's inference Service when the operator selected a fallback flavor, so the
 Service render applies the same flavor's accelerator counts."""
