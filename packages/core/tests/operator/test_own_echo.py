@@ -162,3 +162,42 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
     _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
+
+
+def test_a_burst_of_pod_events_reconciles_each_owner_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod created, bound, started and Ready within a second, as KWOK and a multi-host group's
+    pods do: one reconcile of the inference Service and of the Playground, after the burst."""
+    monkeypatch.setattr(engine, "POD_COALESCE_SECONDS", 0.05)
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
+    labels = {"llmaz.io/model-name": "qwen", "leaderworkerset.sigs.k8s.io/name": "chat"}
+    fn = _handler("llmaz-pods")
+    memo = kopf.Memo()
+    memo[MEMO_KEY] = rt
+
+    async def burst() -> list[tuple[str, str, str]]:
+        for n, phase in enumerate(("Pending", "Pending", "Running", "Running")):
+            pod = {
+                "metadata": {
+                    "name": "chat-0",
+                    "namespace": "ns",
+                    "labels": labels,
+                    "resourceVersion": str(n),
+                },
+                "status": {"phase": phase},
+            }
+            await fn(
+                event={"type": "MODIFIED", "object": pod},
+                body=kopf.Body(pod),
+                memo=memo,
+                namespace="ns",
+                labels=labels,
+            )
+        during = list(queued)
+        await asyncio.sleep(0.2)
+        return during
+
+    assert asyncio.run(burst()) == []  # nothing until the burst is over
+    assert sorted(queued) == [("Playground", "ns", "chat"), ("Service", "ns", "chat")]

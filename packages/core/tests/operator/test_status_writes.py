@@ -16,7 +16,7 @@ from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
 from llmaz.operator.status import Observation
 
-SETTLE, DETAIL = 0.05, 0.4
+SETTLE, DETAIL, BUSY = 0.05, 0.4, 0.6
 
 
 class RecordingKube:
@@ -43,6 +43,8 @@ def short_holds() -> Iterator[None]:
     mp = pytest.MonkeyPatch()
     mp.setattr(engine, "SETTLE_SECONDS", SETTLE)
     mp.setattr(engine, "DETAIL_SETTLE_SECONDS", DETAIL)
+    mp.setattr(engine, "BUSY_HOLD_SECONDS", BUSY)
+    mp.setattr(engine, "BUSY_RECHECK_SECONDS", SETTLE)
     yield
     mp.undo()
 
@@ -122,6 +124,50 @@ def test_a_pending_that_lasts_is_written_and_becoming_available_has_its_event() 
     r = asyncio.run(scenario())
     assert r.kube.patches == ["Pending", "Available"]
     assert r.kube.events == [("Playground", "Available", "Normal")]
+
+
+def test_a_pending_waits_while_children_are_being_created_then_is_written() -> None:
+    """Creating children is what a rollout of many Playgrounds waits for: a held progress-only
+    status waits on while any child create is in flight, and is written once none is."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        r = Rollout(_owner())
+        r.rt.creating = 3  # other Playgrounds' children are being created
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await asyncio.sleep(SETTLE * 3)  # the hold is over, the creates are not
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        while_busy = list(r.kube.patches)
+        r.rt.creating = 0
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        return while_busy, list(r.kube.patches)
+
+    assert asyncio.run(scenario()) == ([], ["Pending"])
+
+
+def test_a_pending_waits_for_creates_only_so_long() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        r = Rollout(_owner())
+        r.rt.creating = 1  # creates that never end
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        early = list(r.kube.patches)
+        await asyncio.sleep(SETTLE + BUSY)
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        return early, list(r.kube.patches)
+
+    assert asyncio.run(scenario()) == ([], ["Pending"])
+
+
+def test_an_available_status_never_waits_for_creates() -> None:
+    async def scenario() -> list[str]:
+        r = Rollout(_owner())
+        r.rt.creating = 5
+        await r.see(_seen("Available", ready=1))
+        return list(r.kube.patches)
+
+    assert asyncio.run(scenario()) == ["Available"]
 
 
 def test_a_message_only_change_waits_longer_than_a_new_reason() -> None:

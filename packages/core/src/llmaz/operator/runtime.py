@@ -301,6 +301,8 @@ class WorkQueue:
     """Being reconciled now."""
     again: set[tuple[str, str, str]] = field(default_factory=set)
     """Busy objects queued again meanwhile: waiting once their reconcile ends."""
+    soon: dict[tuple[str, str, str], asyncio.TimerHandle] = field(default_factory=dict)
+    """Objects to queue when their timer fires (:func:`llmaz.operator.engine.enqueue_soon`)."""
     workers: int = 0
 
     def depth(self) -> int:
@@ -322,7 +324,8 @@ class Settling:
 
     handle: asyncio.TimerHandle
     deadline: float
-    """Loop time at which ``handle`` fires."""
+    """Loop time at which the hold ends, unless children are being created then
+    (:data:`llmaz.operator.engine.BUSY_HOLD_SECONDS`)."""
     due: bool = False
 
 
@@ -383,6 +386,8 @@ class Runtime:
     executor never delay the creation of children (``None``: the default executor)."""
     parsed: dict[str, tuple[int, Any]] = field(default_factory=dict)
     """OpenModel/BackendRuntime uid -> (resourceVersion, the typed object or ``None`` if invalid)."""
+    creating: int = 0
+    """Child creates (POSTs) in flight: while there are any, progress-only status writes wait."""
     settled: dict[str, Settled] = field(default_factory=dict)
     """Owner uid -> what its last reconcile that wrote no child found (:class:`Settled`)."""
     usage_pending: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)

@@ -5,7 +5,8 @@ so other pods never reach the operator; these handlers take those that also carr
 LeaderWorkerSet name label (preheat pods go to :mod:`.preheat`).
 
 A pod change reconciles the inference Service named after its LeaderWorkerSet and the Playground
-of that name, if any; reconciles that find nothing new write nothing."""
+of that name, if any, a second later (the changes of that second together); reconciles that find
+nothing new write nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import kopf
 
 from llmaz.api.conventions import LABEL_MODEL_NAME
-from llmaz.operator.engine import enqueue
+from llmaz.operator.engine import enqueue_soon
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_PODS, Packed
 from llmaz.render.objects import LWS_NAME_LABEL
@@ -61,5 +62,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
             return  # initial listing: the owners' own listing reconciles them
         rt = runtime(memo, kw)
         ns, workload = namespace or "", str(labels[LWS_NAME_LABEL])
-        enqueue(rt, "Service", ns, workload)
-        enqueue(rt, "Playground", ns, workload)
+        enqueue_soon(rt, "Service", ns, workload)
+        enqueue_soon(rt, "Playground", ns, workload)
