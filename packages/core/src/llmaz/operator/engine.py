@@ -30,12 +30,14 @@ from llmaz.operator.runtime import (
     Settled,
     Settling,
     Snapshot,
+    child_id,
     controller_uid,
     entry_key,
     owner_reference,
     parsed_entries,
     plain,
     resource_version,
+    settled_state,
     uid_of,
 )
 from llmaz.operator.status import (
@@ -207,8 +209,8 @@ async def apply_children(
     if inputs is None:
         return
     if verified == len(wanted) and not todo and not pruned:
-        children = frozenset((ObjectKey.of(o), resource_version(o)) for o in live)
-        rt.settled[ref["uid"]] = Settled(inputs, children, result.flavor)
+        children = [(child_id(o), resource_version(o)) for o in live]
+        rt.settled[ref["uid"]] = Settled(settled_state(inputs, children), result.flavor)
     else:
         rt.settled.pop(ref["uid"], None)
 
@@ -232,7 +234,7 @@ def unchanged(rt: Runtime, idx: Indexes, uid: str, inputs: tuple[Any, ...]) -> S
     every child are as they were then (a child edited, deleted or added by anyone has another
     resourceVersion or key, and the owner renders and compares again)."""
     found = rt.settled.get(uid)
-    if found is None or found.inputs != inputs or found.children != idx.owned_versions(uid):
+    if found is None or found.state != settled_state(inputs, idx.owned_versions(uid)):
         return None
     return found
 

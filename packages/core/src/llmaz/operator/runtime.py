@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import pickle
 import zlib
@@ -89,11 +90,24 @@ class Packed:
         # kept outside the pickle so a cache keyed by them is read without unpickling
         self.uid = uid_of(obj)
         self.version = resource_version(obj)
-        self.key = ObjectKey.of(obj)
+        self.key = child_id(obj)
 
     def load(self) -> Snapshot:
         loaded: Snapshot = pickle.loads(zlib.decompress(self.data))
         return loaded
+
+
+def child_id(obj: Mapping[str, Any]) -> str:
+    """``apiVersion/kind/name``: which child of its owner an object is (one string, kept for every
+    packed object)."""
+    return f"{obj.get('apiVersion', '')}/{obj.get('kind', '')}/{(obj.get('metadata') or {}).get('name', '')}"
+
+
+def settled_state(inputs: tuple[Any, ...], children: Iterable[tuple[str, int]]) -> bytes:
+    """A short digest of render inputs and children's ``(child_id, resourceVersion)``: what
+    :class:`Settled` keeps of them (1000s of owners, each a few tuples, were ~6 MB)."""
+    text = repr((inputs, sorted(children)))
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
 
 
 def pack(body: Mapping[str, Any]) -> Packed:
@@ -263,20 +277,20 @@ class Indexes:
         out += [("Service", ns, n) for ns, n in self._values(IDX_SERVICE_REFS, (ref, name))]
         return sorted(set(out))
 
-    def owned_versions(self, owner_uid: str) -> frozenset[tuple[ObjectKey, int]]:
-        """``(key, resourceVersion)`` of every child controlled by ``owner_uid``, none unpickled:
-        what :attr:`Runtime.settled` compares."""
-        out: set[tuple[ObjectKey, int]] = set()
+    def owned_versions(self, owner_uid: str) -> list[tuple[str, int]]:
+        """``(child_id, resourceVersion)`` of every child controlled by ``owner_uid``, none
+        unpickled: what :attr:`Runtime.settled` compares."""
+        out: list[tuple[str, int]] = []
         for api_version, kind, _ in CHILD_KINDS:
             idx = self._raw.get(owned_index_id(api_version, kind))
             if idx is None or owner_uid not in idx:
                 continue
             for value in idx[owner_uid]:
                 if isinstance(value, Packed):
-                    out.add((value.key, value.version))
+                    out.append((value.key, value.version))
                 else:
-                    out.add((ObjectKey.of(value), resource_version(value)))
-        return frozenset(out)
+                    out.append((child_id(value), resource_version(value)))
+        return out
 
     def owned(self, owner_uid: str, kinds: Iterable[tuple[str, str]] | None = None) -> list[Snapshot]:
         """Children controlled by ``owner_uid`` (of ``kinds`` when given)."""
@@ -337,8 +351,8 @@ class Settled:
     hashing and comparing took a fifth of the operator's CPU, mostly in reconciles a pod event
     caused (issue 15)."""
 
-    inputs: tuple[Any, ...]
-    children: frozenset[tuple[ObjectKey, int]]
+    state: bytes
+    """:func:`settled_state` of the render inputs and the children."""
     flavor: str | None
 
 
