@@ -201,3 +201,41 @@ def test_a_burst_of_pod_events_reconciles_each_owner_once(
 
     assert asyncio.run(burst()) == []  # nothing until the burst is over
     assert sorted(queued) == [("Playground", "ns", "chat"), ("Service", "ns", "chat")]
+
+
+def test_a_pod_becoming_ready_or_gone_reconciles_its_owners_at_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Availability is not kept waiting for the burst to end: the Ready pod's event queues both
+    owners at once, and the pending timer of the earlier events is dropped (one reconcile each)."""
+    monkeypatch.setattr(engine, "POD_COALESCE_SECONDS", 0.05)
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
+    labels = {"llmaz.io/model-name": "qwen", "leaderworkerset.sigs.k8s.io/name": "chat"}
+    fn = _handler("llmaz-pods")
+    memo = kopf.Memo()
+    memo[MEMO_KEY] = rt
+    both = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
+
+    async def deliver(kind: str, ready: bool) -> None:
+        pod = {
+            "metadata": {"name": "chat-0", "namespace": "ns", "labels": labels},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
+        }
+        event = {"type": kind, "object": pod}
+        await fn(event=event, body=kopf.Body(pod), memo=memo, namespace="ns", labels=labels)
+
+    async def scenario() -> tuple[list[Any], list[Any], list[Any]]:
+        await deliver("MODIFIED", ready=False)  # started, not Ready: waits for the burst
+        waiting = list(queued)
+        await deliver("MODIFIED", ready=True)
+        at_once = list(queued)
+        await asyncio.sleep(0.2)  # the earlier event's timer was dropped
+        settled = list(queued)
+        await deliver("DELETED", ready=True)
+        return waiting, at_once, settled + queued[len(settled) :]
+
+    waiting, at_once, after_delete = asyncio.run(scenario())
+    assert waiting == []
+    assert at_once == both
+    assert after_delete == both * 2

@@ -683,6 +683,14 @@ def enqueue_soon(rt: Runtime, kind: str, namespace: str, name: str) -> None:
     rt.queue.soon[key] = asyncio.get_running_loop().call_later(POD_COALESCE_SECONDS, fire)
 
 
+def enqueue_now(rt: Runtime, kind: str, namespace: str, name: str) -> None:
+    """Queue a reconcile now, instead of when an :func:`enqueue_soon` timer would have."""
+    handle = rt.queue.soon.pop((kind, namespace, name), None)
+    if handle is not None:
+        handle.cancel()
+    enqueue(rt, kind, namespace, name)
+
+
 def enqueue_many(rt: Runtime, targets: Iterable[tuple[str, str, str]]) -> None:
     for kind, namespace, name in targets:
         enqueue(rt, kind, namespace, name)

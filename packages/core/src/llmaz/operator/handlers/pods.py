@@ -5,8 +5,8 @@ so other pods never reach the operator; these handlers take those that also carr
 LeaderWorkerSet name label (preheat pods go to :mod:`.preheat`).
 
 A pod change reconciles the inference Service named after its LeaderWorkerSet and the Playground
-of that name, if any, a second later (the changes of that second together); reconciles that find
-nothing new write nothing."""
+of that name, if any, a second later (the changes of that second together), or at once when the
+pod is Ready or deleted (availability may change); reconciles that find nothing new write nothing."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from llmaz.api.conventions import LABEL_MODEL_NAME
-from llmaz.operator.engine import enqueue_soon
+from llmaz.operator.engine import enqueue_now, enqueue_soon
 from llmaz.operator.handlers._common import event_type, runtime
 from llmaz.operator.runtime import IDX_PODS, Packed
 from llmaz.render.objects import LWS_NAME_LABEL
@@ -47,6 +47,11 @@ def pod_snapshot(body: kopf.Body) -> dict[str, Any]:
     }
 
 
+def _ready(pod: Any) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP_VERSION, PLURAL, id=IDX_PODS, labels=_LABELS, registry=registry)
     async def by_workload(
@@ -62,5 +67,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             return  # initial listing: the owners' own listing reconciles them
         rt = runtime(memo, kw)
         ns, workload = namespace or "", str(labels[LWS_NAME_LABEL])
-        enqueue_soon(rt, "Service", ns, workload)
-        enqueue_soon(rt, "Playground", ns, workload)
+        # a pod Ready or gone may change availability: that is not kept waiting
+        now = event_type(event) == "DELETED" or _ready(event.get("object") or {})
+        for kind in ("Service", "Playground"):
+            (enqueue_now if now else enqueue_soon)(rt, kind, ns, workload)
