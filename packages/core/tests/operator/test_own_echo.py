@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import kopf
@@ -164,11 +164,14 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
-def test_a_burst_of_pod_events_reconciles_each_owner_once(
+BOTH_OWNERS = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
+
+
+@pytest.fixture
+def pod_events(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A pod created, bound, started and Ready within a second, as KWOK and a multi-host group's
-    pods do: one reconcile of the inference Service and of the Playground, after the burst."""
+) -> tuple[Callable[..., Coroutine[Any, Any, None]], list[tuple[str, str, str]]]:
+    """The real pod event handler with a 0.05-s coalescing window, and what it queued."""
     monkeypatch.setattr(engine, "POD_COALESCE_SECONDS", 0.05)
     queued: list[tuple[str, str, str]] = []
     monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
@@ -177,65 +180,53 @@ def test_a_burst_of_pod_events_reconciles_each_owner_once(
     memo = kopf.Memo()
     memo[MEMO_KEY] = rt
 
-    async def burst() -> list[tuple[str, str, str]]:
-        for n, phase in enumerate(("Pending", "Pending", "Running", "Running")):
-            pod = {
-                "metadata": {
-                    "name": "chat-0",
-                    "namespace": "ns",
-                    "labels": labels,
-                    "resourceVersion": str(n),
-                },
-                "status": {"phase": phase},
-            }
-            await fn(
-                event={"type": "MODIFIED", "object": pod},
-                body=kopf.Body(pod),
-                memo=memo,
-                namespace="ns",
-                labels=labels,
-            )
-        during = list(queued)
-        await asyncio.sleep(0.2)
-        return during
-
-    assert asyncio.run(burst()) == []  # nothing until the burst is over
-    assert sorted(queued) == [("Playground", "ns", "chat"), ("Service", "ns", "chat")]
-
-
-def test_a_pod_becoming_ready_or_gone_reconciles_its_owners_at_once(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Availability is not kept waiting for the burst to end: the Ready pod's event queues both
-    owners at once, and the pending timer of the earlier events is dropped (one reconcile each)."""
-    monkeypatch.setattr(engine, "POD_COALESCE_SECONDS", 0.05)
-    queued: list[tuple[str, str, str]] = []
-    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
-    labels = {"llmaz.io/model-name": "qwen", "leaderworkerset.sigs.k8s.io/name": "chat"}
-    fn = _handler("llmaz-pods")
-    memo = kopf.Memo()
-    memo[MEMO_KEY] = rt
-    both = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
-
-    async def deliver(kind: str, ready: bool) -> None:
+    async def deliver(kind: str = "MODIFIED", *, ready: bool = False, version: int = 0) -> None:
         pod = {
-            "metadata": {"name": "chat-0", "namespace": "ns", "labels": labels},
+            "metadata": {
+                "name": "chat-0",
+                "namespace": "ns",
+                "labels": labels,
+                "resourceVersion": str(version),
+            },
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
         }
         event = {"type": kind, "object": pod}
         await fn(event=event, body=kopf.Body(pod), memo=memo, namespace="ns", labels=labels)
 
+    return deliver, queued
+
+
+def test_a_burst_of_pod_events_reconciles_each_owner_once(pod_events: Any) -> None:
+    """A pod created, bound and started within a second, as KWOK and a multi-host group's pods
+    are: one reconcile of the inference Service and of the Playground, after the burst."""
+    deliver, queued = pod_events
+
+    async def burst() -> list[tuple[str, str, str]]:
+        for version in range(4):
+            await deliver(version=version)
+        during = list(queued)
+        await asyncio.sleep(0.2)
+        return during
+
+    assert asyncio.run(burst()) == []  # nothing until the burst is over
+    assert sorted(queued) == sorted(BOTH_OWNERS)
+
+
+def test_a_pod_becoming_ready_or_gone_reconciles_its_owners_at_once(pod_events: Any) -> None:
+    """Availability is not kept waiting for the burst to end: the Ready pod's event queues both
+    owners at once, and the pending timer of the earlier events is dropped (one reconcile each)."""
+    deliver, queued = pod_events
+
     async def scenario() -> tuple[list[Any], list[Any], list[Any]]:
-        await deliver("MODIFIED", ready=False)  # started, not Ready: waits for the burst
+        await deliver(ready=False)  # started, not Ready: waits for the burst
         waiting = list(queued)
-        await deliver("MODIFIED", ready=True)
+        await deliver(ready=True)
         at_once = list(queued)
-        await asyncio.sleep(0.2)  # the earlier event's timer was dropped
-        settled = list(queued)
+        await asyncio.sleep(0.2)  # the earlier event's timer was dropped: nothing more
         await deliver("DELETED", ready=True)
-        return waiting, at_once, settled + queued[len(settled) :]
+        return waiting, at_once, list(queued)
 
     waiting, at_once, after_delete = asyncio.run(scenario())
     assert waiting == []
-    assert at_once == both
-    assert after_delete == both * 2
+    assert at_once == BOTH_OWNERS
+    assert after_delete == BOTH_OWNERS * 2
