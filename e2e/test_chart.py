@@ -182,7 +182,9 @@ def test_release_service_account_has_the_chart_rbac(apiserver: ControlPlane, ins
         ("delete", "playgrounds.inference.llmaz.io", "", "no"),
         ("create", "horizontalpodautoscalers.autoscaling", "", "yes"),
         ("delete", "services", "", "yes"),
-        ("get", "services", "", "no"),  # reads go through list + watch
+        ("get", "services", "", "yes"),  # read only before applying a child it created with a POST
+        ("update", "services", "", "no"),  # children are applied, never replaced
+        ("get", "pods", "", "no"),  # other reads go through list + watch
         ("get", "secrets", "", "no"),
     ):
         res = apiserver.kubectl(
