@@ -1,7 +1,7 @@
 """SIGKILL at named points of a reconcile, and a random kill loop, on the real control plane (tier B).
 
-A named point is a request the operator makes (the inference Service apply, the LeaderWorkerSet
-apply, the ``-lb`` Service apply, the first Playground status patch): :class:`KillAfter` tails the
+A named point is a request the operator makes (the POST that creates the inference Service, the
+LeaderWorkerSet or the ``-lb`` Service, the first Playground status patch): :class:`KillAfter` tails the
 API server's audit log and kills the operator as soon as that request was answered, with no hook in
 the operator. While it is down the user edits the Playground it was working on; the next operator
 must converge to that edit with one child of each kind, all owned. The loop kills operators at
@@ -50,9 +50,9 @@ API_GROUP = "inference.llmaz.io"
 LWS_GROUP = "leaderworkerset.x-k8s.io"
 
 POINTS: list[tuple[str, Callable[[str], Matcher]]] = [
-    ("inference Service applied", lambda n: request_is("patch", API_GROUP, "services", n)),
-    ("LeaderWorkerSet applied", lambda n: request_is("patch", LWS_GROUP, "leaderworkersets", n)),
-    ("-lb Service applied", lambda n: request_is("patch", "", "services", f"{n}-lb")),
+    ("inference Service created", lambda n: request_is("create", API_GROUP, "services", n)),
+    ("LeaderWorkerSet created", lambda n: request_is("create", LWS_GROUP, "leaderworkersets", n)),
+    ("-lb Service created", lambda n: request_is("create", "", "services", f"{n}-lb")),
     ("first Playground status patch", lambda n: request_is("patch", API_GROUP, "playgrounds", n, "status")),
 ]
 """Where a reconcile of a new Playground is cut: right after the API server answered this request."""

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from llmaz.api import Service
+from llmaz.api.conventions import ANNOTATION_RENDER_HASH
 from llmaz.operator import engine
 from llmaz.operator.runtime import Indexes, Runtime, owned_index_id, owner_reference, pack
 from llmaz.render.plan import Plan
@@ -175,3 +176,36 @@ def test_a_field_the_render_no_longer_sets_is_written_away(
     live["metadata"].update(resourceVersion="7", uid="lws-uid")
     asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
     assert [(verb, "env" in obj["spec"]) for verb, obj in child_writes.writes] == [("apply", False)]
+
+
+def _written_before_the_hash(desired: dict[str, Any]) -> dict[str, Any]:
+    """``desired`` as an operator from before the render hash left it live."""
+    live = copy.deepcopy(desired)
+    del live["metadata"]["annotations"][ANNOTATION_RENDER_HASH]
+    live["metadata"].update(resourceVersion="7", uid="lws-uid")
+    return live
+
+
+def test_a_child_an_older_operator_wrote_as_rendered_is_not_written_again_after_an_upgrade(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    """No hash annotation yet (written before there was one) but every rendered field live: an
+    upgrade must not rewrite every child of the cluster just to add the annotation."""
+    rt = make_runtime(child_writes)
+    live = _written_before_the_hash(engine.desired_child(LWS, owner_reference(OWNER))[0])
+    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    assert child_writes.writes == []
+
+
+def test_a_child_an_older_operator_wrote_is_applied_with_the_hash_when_the_render_changed(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    rt = make_runtime(child_writes)
+    old = copy.deepcopy(LWS)
+    old["spec"]["replicas"] = 3
+    live = _written_before_the_hash(engine.desired_child(old, owner_reference(OWNER))[0])
+    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    [(verb, written)] = child_writes.writes
+    assert verb == "apply"
+    assert written["spec"] == LWS["spec"]
+    assert ANNOTATION_RENDER_HASH in written["metadata"]["annotations"]

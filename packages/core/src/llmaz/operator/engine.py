@@ -133,6 +133,21 @@ def desired_child(obj: Mapping[str, Any], ref: Mapping[str, Any]) -> tuple[dict[
     return desired, digest
 
 
+def has_render_hash(obj: Mapping[str, Any]) -> bool:
+    return ANNOTATION_RENDER_HASH in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def without_render_hash(desired: Mapping[str, Any]) -> dict[str, Any]:
+    """``desired`` without the render hash, to compare with a child written before there was one
+    (an upgrade, issue 15): an older operator's child that holds the whole render is left alone
+    rather than written again only to gain the annotation; it gains it with its next change."""
+    meta = dict(desired["metadata"])
+    annotations = {k: v for k, v in meta.pop("annotations").items() if k != ANNOTATION_RENDER_HASH}
+    if annotations:
+        meta["annotations"] = annotations
+    return {**desired, "metadata": meta}
+
+
 async def apply_children(
     rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot], inputs: tuple[Any, ...] | None = None
 ) -> None:
@@ -156,7 +171,7 @@ async def apply_children(
             if rt.contained.get(key) == seen:
                 verified += 1
                 continue
-            if contains(current, desired):
+            if contains(current, desired if has_render_hash(current) else without_render_hash(desired)):
                 rt.contained[key] = seen
                 verified += 1
                 continue
