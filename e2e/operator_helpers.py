@@ -23,6 +23,7 @@ import yaml
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
+from llmaz_devkit.release import audit_events
 from llmaz_devkit.webhooks import by_url_configurations, issue_tls
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -154,17 +155,15 @@ def kubelet_reports(cp: ControlPlane, namespace: str, pod: str, status: dict[str
 
 def audit_entries(cp: ControlPlane, user: str, since: float) -> Iterator[dict[str, Any]]:
     """Audit entries (stage ``ResponseComplete``) of requests ``user`` made after ``since`` (epoch s)."""
-    with cp.audit_log.open() as log:
-        for line in log:
-            entry = json.loads(line)
-            if entry.get("stage") != "ResponseComplete":
-                continue
-            if (entry.get("user") or {}).get("username") != user:
-                continue
-            stamp = entry.get("requestReceivedTimestamp", "")
-            when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
-            if when >= since:
-                yield entry
+    for entry in audit_events(cp.audit_log):
+        if entry.get("stage") != "ResponseComplete":
+            continue
+        if (entry.get("user") or {}).get("username") != user:
+            continue
+        stamp = entry.get("requestReceivedTimestamp", "")
+        when = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) - time.timezone
+        if when >= since:
+            yield entry
 
 
 def audit_writes(cp: ControlPlane, user: str, since: float) -> list[str]:

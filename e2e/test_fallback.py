@@ -13,7 +13,6 @@ watch and show the reason in ``kubectl get pl``.
 
 from __future__ import annotations
 
-import json
 import time
 import urllib.parse
 from collections.abc import Iterator
@@ -44,6 +43,7 @@ from llmaz.operator.handlers.pods import SELECTOR as POD_SELECTOR
 from llmaz.render.dra import claim_template_name
 from llmaz.render.fallback import ANNOTATION_FALLBACK_SECONDS, FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
 from llmaz_devkit.cluster import DEFAULT_NODE_POOLS, ControlPlane
+from llmaz_devkit.release import audit_events
 
 A100X8 = {
     "name": "a100x8",
@@ -439,15 +439,13 @@ def test_kubectl_get_pl_shows_why_pods_do_not_serve(
 def pod_reads(cp: ControlPlane, user: str) -> list[str]:
     """Request URIs of every list/watch of pods ``user`` made (from the API server's audit log)."""
     out = []
-    with cp.audit_log.open() as log:
-        for line in log:
-            entry = json.loads(line)
-            if entry.get("verb") not in ("list", "watch"):
-                continue
-            if (entry.get("user") or {}).get("username") != user:
-                continue
-            if (entry.get("objectRef") or {}).get("resource") == "pods":
-                out.append(str(entry.get("requestURI", "")))
+    for entry in audit_events(cp.audit_log):
+        if entry.get("verb") not in ("list", "watch"):
+            continue
+        if (entry.get("user") or {}).get("username") != user:
+            continue
+        if (entry.get("objectRef") or {}).get("resource") == "pods":
+            out.append(str(entry.get("requestURI", "")))
     return out
 
 

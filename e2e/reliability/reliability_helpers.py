@@ -40,7 +40,7 @@ from operator_helpers import (
 )
 
 from llmaz_devkit.cluster import ControlPlane
-from llmaz_devkit.release import audit_summary
+from llmaz_devkit.release import audit_lines, audit_summary
 
 __all__ = [
     "ACCOUNT",
@@ -89,7 +89,7 @@ def leading_operator(
 ) -> Iterator[Operator]:
     """An operator process that holds the Lease. On exit it gets SIGTERM, so it hands the Lease over
     and the next operator (another scenario, or ``e2e/test_operator.py``'s) need not wait it out."""
-    since_line = audit_lines(cp)
+    since_line = audit_line_count(cp)
     with running_operator(
         cp,
         workdir,
@@ -126,10 +126,9 @@ def check_rbac_enough(cp: ControlPlane, user: str, since_line: int = 0) -> None:
     assert not missing, f"RBAC refused requests of {user} that it never allows: {sorted(missing)}"
 
 
-def audit_lines(cp: ControlPlane) -> int:
-    """How many entries the audit log holds now (to look only at what comes later)."""
-    with cp.audit_log.open() as log:
-        return sum(1 for _ in log)
+def audit_line_count(cp: ControlPlane) -> int:
+    """How many complete entries the audit log holds now (to look only at what comes later)."""
+    return len(audit_lines(cp.audit_log))
 
 
 OUTLASTING_LEASE = {"leaseDurationSeconds": 40, "renewDeadlineSeconds": 30, "retryPeriodSeconds": 2}
@@ -286,8 +285,8 @@ def lws_arg(cp: ControlPlane, namespace: str, name: str) -> list[str]:
 
 def operator_audit_bodies(cp: ControlPlane, user: str) -> str:
     """Every audit entry made by ``user``, as text (bodies too, if the policy ever logs them)."""
-    with cp.audit_log.open() as log:
-        return "\n".join(line for line in log if (json.loads(line).get("user") or {}).get("username") == user)
+    lines = audit_lines(cp.audit_log)
+    return "\n".join(line for line in lines if (json.loads(line).get("user") or {}).get("username") == user)
 
 
 @dataclass

@@ -35,7 +35,7 @@ from reliability_helpers import (
     SETTLED,
     Figures,
     audit_entries,
-    audit_lines,
+    audit_line_count,
     audit_writes,
     check_healthy,
     check_rbac_enough,
@@ -150,7 +150,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         assert "InUse" not in printer_columns(cp, "openmodels.llmaz.io"), "N-1 CRDs are not N-1's"
         kubeconfig = release_kubeconfig(cp, SA_NAMESPACE, RELEASE)
         names = {f"u{i:02d}" for i in range(COUNT)}
-        since_line = audit_lines(cp)
+        since_line = audit_line_count(cp)
         n_1 = running_operator(cp, tmp_path / "op-n-1", RELEASE, kubeconfig=kubeconfig, env_extra=env)
         with n_1 as old_op:
             lead(old_op)
@@ -191,7 +191,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         preheat = (get(cp, "crd/openmodels.llmaz.io") or {})["spec"]["versions"][0]["schema"]
         assert "preheat" in preheat["openAPIV3Schema"]["properties"]["status"]["properties"]
 
-        since, since_line = time.time(), audit_lines(cp)
+        since, since_line = time.time(), audit_line_count(cp)
         with running_operator(cp, tmp_path / "op-n", RELEASE, kubeconfig=kubeconfig) as op:
             lead(op)
             fig.add("N leading, from the helm upgrade start", elapsed(began), " s")

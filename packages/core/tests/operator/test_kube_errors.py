@@ -61,3 +61,17 @@ def test_a_long_api_server_message_is_cut_in_the_error_text_but_kept_whole() -> 
     assert len(str(err)) < 400
     assert str(err).endswith("...")
     assert 'cannot get resource "leases"' in str(err)
+
+
+def test_the_brief_form_names_the_resource_without_the_namespace_path() -> None:
+    """For a log line that names the namespace already (the integrations' retry warning): after an
+    API server restart its 403 for one list in a 50-character namespace made a 535-character line."""
+    namespace = "t1-test-apiserver-restart-operator-stays-up-and-co"
+    refused = f'backends.gateway.envoyproxy.io is forbidden: User "u" cannot list "backends" in "{namespace}"'
+    path = f"/apis/gateway.envoyproxy.io/v1alpha1/namespaces/{namespace}/backends"
+    err = KubeError("GET", path, 403, status(403, refused))
+    assert err.brief == f"GET backends.gateway.envoyproxy.io: HTTP 403: {refused}"
+    assert KubeError("PATCH", "/api/v1/namespaces/n/services/a-lb", 409, "x").brief.startswith(
+        "PATCH services/a-lb:"
+    )
+    assert KubeError("GET", "/api/v1/nodes", 500, "x").brief.startswith("GET nodes:")

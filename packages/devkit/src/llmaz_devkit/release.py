@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -126,13 +127,23 @@ class AuditSummary:
         return granted - self.used
 
 
+def audit_lines(audit_log: Path, *, since_line: int = 0) -> list[str]:
+    """The audit log's lines from ``since_line`` on, complete ones only: the API server may be
+    halfway through writing the last one (a reader in the reliability suite hit one)."""
+    text = audit_log.read_text()
+    return text[: text.rfind("\n") + 1].splitlines()[since_line:]
+
+
+def audit_events(audit_log: Path, *, since_line: int = 0) -> list[dict[str, Any]]:
+    """The audit log's entries (decoded :func:`audit_lines`)."""
+    return [json.loads(line) for line in audit_lines(audit_log, since_line=since_line)]
+
+
 def audit_summary(audit_log: Path, username: str, *, since_line: int = 0) -> AuditSummary:
     """Summarise the audit log for ``username`` (e.g. ``system:serviceaccount:<ns>:<sa>``)."""
     forbidden: list[str] = []
     used: set[tuple[str, str, str]] = set()
-    lines: Sequence[str] = audit_log.read_text().splitlines()[since_line:]
-    for line in lines:
-        event = json.loads(line)
+    for event in audit_events(audit_log, since_line=since_line):
         if event.get("user", {}).get("username") != username:
             continue
         # A watch is logged as ResponseStarted when it opens and ResponseComplete only when it ends.

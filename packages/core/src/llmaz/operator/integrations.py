@@ -573,7 +573,8 @@ async def _drain(rt: Runtime, state: IntegrationState) -> None:
         except (KubeError, OSError) as err:
             failures += 1
             delay = min(60.0, 2.0**failures)
-            log.warning("integrations of namespace %s failed (retry in %.0fs): %s", namespace, delay, err)
+            why = err.brief if isinstance(err, KubeError) else err
+            log.warning("integrations of namespace %s failed (retry in %.0fs): %s", namespace, delay, why)
             state.dirty.add(namespace)
             await asyncio.sleep(delay)
         else:

@@ -66,9 +66,27 @@ class KubeError(RuntimeError):
             message = json.loads(body).get("message", body)
         shown = message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
         super().__init__(f"{method} {path}: HTTP {status}: {shown}")
+        self.method = method
         self.path = path.partition("?")[0]
         self.status = status
         self.message = message
+        self.shown = shown
+
+    @property
+    def brief(self) -> str:
+        """The error without the namespace part of the path (``GET backends.gateway.envoyproxy.io:
+        HTTP 403: ...``), for a log line that names the namespace already: a restarted API server's
+        403 for one list in a long namespace made a 535-character line (issue 16's bound is 500)."""
+        parts = self.path.strip("/").split("/")
+        group = parts[1] if parts[:1] == ["apis"] and len(parts) > 1 else ""
+        if "namespaces" in parts[:-1]:
+            parts = parts[parts.index("namespaces") + 2 :]
+        else:
+            parts = parts[3 if group else 2 :]
+        target = "/".join(parts) or self.path
+        if group and parts:
+            target = "/".join([f"{parts[0]}.{group}", *parts[1:]])
+        return f"{self.method} {target}: HTTP {self.status}: {self.shown}"
 
 
 class KubeUnreachable(ConnectionError):
