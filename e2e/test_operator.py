@@ -438,6 +438,26 @@ def test_hand_edits_of_owned_fields_are_put_back_and_user_labels_survive(
     assert lws["metadata"]["annotations"]["example.com/owner"] == "alice"
 
 
+def test_a_child_whose_managed_by_label_is_removed_gets_it_back(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """The operator watches only children labelled managed-by=llmaz (the API server filters): a
+    child losing the label leaves that watch, which reconciles its owner at once, and the owner's
+    write puts the label back (with a client-side filter it waited for the 10-minute resync)."""
+    cp.apply([model("qwen-l"), playground("unlabel", namespace, "qwen-l")])
+    wait_until(lambda: get(cp, "service/unlabel-lb", namespace), "-lb Service", 30, operator.log)
+    wait_until(lambda: get(cp, "leaderworkerset/unlabel", namespace), "LWS", 30, operator.log)
+    for child in ("service/unlabel-lb", "leaderworkerset/unlabel"):
+        cp.kubectl("label", child, "-n", namespace, "app.kubernetes.io/managed-by-")
+
+    def labelled(child: str) -> bool:
+        labels = (get(cp, child, namespace) or {}).get("metadata", {}).get("labels", {})
+        return labels.get("app.kubernetes.io/managed-by") == "llmaz"
+
+    for child in ("service/unlabel-lb", "leaderworkerset/unlabel"):
+        wait_until(lambda c=child: labelled(c), f"{child} labelled again", 10, operator.log)
+
+
 def test_backendruntime_appearing_and_changing_rolls_out(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:

@@ -170,6 +170,25 @@ def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
     assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
 
 
+def test_children_are_watched_with_the_managed_by_selector_and_user_kinds_without() -> None:
+    """LeaderWorkerSets, core Services, HPAs and ResourceClaimTemplates: only llmaz's reach the
+    operator; inference Services (users write them: they have the same plural as core Services)
+    and Playgrounds get every object."""
+    selectors = _settings(WORKERS).watching.label_selectors
+    for resource in (
+        Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+        Resource("", "v1", "services"),
+        Resource("autoscaling", "v2", "horizontalpodautoscalers"),
+        Resource("resource.k8s.io", "v1", "resourceclaimtemplates"),
+    ):
+        assert list(selectors.collect(resource)) == ["app.kubernetes.io/managed-by=llmaz"], resource
+    for resource in (
+        Resource("inference.llmaz.io", "v1alpha1", "services"),
+        Resource("inference.llmaz.io", "v1alpha1", "playgrounds"),
+    ):
+        assert list(selectors.collect(resource)) == [], resource
+
+
 def test_no_change_handlers_so_kopf_needs_no_diff_base() -> None:
     """The operator drops kopf's diff base (a deep copy of every event's body); that is only safe
     while no handler of the registry needs a diff: events and indexes only."""

@@ -3,7 +3,7 @@ in :mod:`.service`): indexed by their controller's uid. A change of what the ope
 (spec, labels, annotations) or a deletion reconciles the controller, so a deleted or hand-edited
 child is repaired within seconds; a status-only change reconciles nothing, and neither does our
 own apply coming back (:meth:`~llmaz.operator.runtime.Runtime.own_echo`). Only objects labelled
-``app.kubernetes.io/managed-by=llmaz`` are watched."""
+``app.kubernetes.io/managed-by=llmaz`` are watched (:data:`CHILD_SELECTOR`, sent to the API server)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,11 @@ from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, pack
 
 OWNER_GROUP = "inference.llmaz.io"
+CHILD_SELECTOR = f"{MANAGED_BY}={MANAGER}"
+"""Label selector of the watches of LeaderWorkerSets, core Services, HPAs and ResourceClaimTemplates
+(:func:`llmaz.operator.handlers.lifecycle.configure`): the API server sends only llmaz's children.
+A child whose label someone removes leaves the watch as a deletion, which reconciles its owner, and
+the owner's write puts the label back."""
 
 
 def _owner(body: kopf.Body) -> tuple[str, str] | None:

@@ -13,7 +13,8 @@ from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.engine import enqueue_many, record_managed
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.handlers.children import CHILD_SELECTOR, OWNER_GROUP
+from llmaz.operator.runtime import CHILD_KINDS, Runtime
 
 log = logging.getLogger("llmaz.operator")
 
@@ -55,8 +56,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     """kopf settings: no peering (leader election is ours), no Events or annotations of kopf's own,
-    no CRD scanning (needs no CRD RBAC), no kopf worker limit (see :data:`KOPF_WORKER_LIMIT`) and no
-    diff base (:class:`NoDiffBase`)."""
+    watches of pods, Jobs and children filtered by the API server to llmaz's, no CRD scanning
+    (needs no CRD RBAC), no kopf worker limit (see :data:`KOPF_WORKER_LIMIT`) and no diff base
+    (:class:`NoDiffBase`)."""
     settings.peering.standalone = True
     settings.posting.enabled = False
     settings.scanning.disabled = True
@@ -70,6 +72,11 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
     # Jobs: only preheat Jobs (llmaz.io/preheat-model), never every Job of the cluster
     settings.watching.label_selectors[preheat.JOB_GROUP, preheat.JOB_PLURAL] = preheat.JOB_SELECTOR
+    # children: only what llmaz renders, never every Service, HPA or LWS of the cluster (the
+    # handlers took only these anyway, after kopf had received and decoded every other one)
+    for api_version, _, plural in CHILD_KINDS:
+        if not api_version.startswith(OWNER_GROUP + "/"):  # inference Services: users write them too
+            settings.watching.label_selectors[api_version, plural] = CHILD_SELECTOR
 
 
 async def _resync(rt: Runtime) -> None:
