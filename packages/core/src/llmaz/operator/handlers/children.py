@@ -25,6 +25,13 @@ A child whose label someone removes leaves the watch as a deletion, which reconc
 the owner's write puts the label back."""
 
 
+def written_by_users(api_version: str) -> bool:
+    """Whether users write objects of this child kind too (inference Services), so its watch takes
+    every object and only the handlers filter; the other child kinds are watched with
+    :data:`CHILD_SELECTOR`."""
+    return api_version.rpartition("/")[0] == OWNER_GROUP
+
+
 def _owner(body: kopf.Body) -> tuple[str, str] | None:
     for ref in body.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("controller") and str(ref.get("apiVersion", "")).startswith(OWNER_GROUP + "/"):
@@ -48,7 +55,7 @@ def _register_kind(  # noqa: PLR0917
         uid = controller_uid(body)
         return {uid: pack(body)} if uid else {}
 
-    if group == OWNER_GROUP:
+    if written_by_users(f"{group}/{version}"):
         return  # inference Services reconcile their Playground in .service
 
     inputs = InputDigests()

@@ -13,7 +13,7 @@ from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.engine import enqueue_many, record_managed
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.handlers.children import CHILD_SELECTOR, OWNER_GROUP
+from llmaz.operator.handlers.children import CHILD_SELECTOR, written_by_users
 from llmaz.operator.runtime import CHILD_KINDS, Runtime
 
 log = logging.getLogger("llmaz.operator")
@@ -75,7 +75,7 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     # children: only what llmaz renders, never every Service, HPA or LWS of the cluster (the
     # handlers took only these anyway, after kopf had received and decoded every other one)
     for api_version, _, plural in CHILD_KINDS:
-        if not api_version.startswith(OWNER_GROUP + "/"):  # inference Services: users write them too
+        if not written_by_users(api_version):
             settings.watching.label_selectors[api_version, plural] = CHILD_SELECTOR
 
 
