@@ -14,10 +14,10 @@ from llmaz.operator.runtime import Runtime
 
 
 class ChildWrites:
-    """Stand-in for the API server's writes of children (named so: no API server here). Records
-    each as ``("create" | "apply", object)`` and answers the object with a new resourceVersion;
-    the names in ``existing`` answer a create with 409, as the API server does for an object that
-    exists."""
+    """Stand-in for the API server's writes of children and status (named so: no API server here).
+    Records each as ``("create" | "apply" | "status", object)`` and answers the object with a new
+    resourceVersion; the names in ``existing`` answer a create with 409, as the API server does for
+    an object that exists."""
 
     def __init__(self) -> None:
         self.writes: list[tuple[str, dict[str, Any]]] = []
@@ -41,6 +41,12 @@ class ChildWrites:
 
     def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self._answer("apply", obj)
+
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str | None, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A status patch, recorded as ``("status", {kind, name, status})``."""
+        return self._answer("status", {"kind": kind, "metadata": {"name": name}, "status": status})
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Our own applies coming back through the watch reconcile nobody, and an inference Service its
+"""Our own applies and status writes coming back through the watch reconcile nobody (a Service's
+status write still reconciles its Playground, which shows it), and an inference Service its
 Playground just applied is reconciled next, from the apply's answer (issue 15); anything else that
 reaches a child or a Playground's inference Service still reconciles its owner, so a hand edit or a
 deletion is repaired. The operator's real kopf handlers and work queue, called as kopf calls them,
@@ -15,7 +16,7 @@ import kopf
 import pytest
 
 from llmaz.operator import engine
-from llmaz.operator.handlers import build_registry, children, service
+from llmaz.operator.handlers import build_registry, children, playground, service
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime, owner_reference
 from llmaz.render.plan import Plan
@@ -50,7 +51,7 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     def record(_rt: Runtime, kind: str, namespace: str, name: str) -> None:
         calls.append((kind, namespace, name))
 
-    for module in (children, service):
+    for module in (children, playground, service):
         monkeypatch.setattr(module, "enqueue", record)
     return calls
 
@@ -162,6 +163,57 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
     _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
+
+
+PENDING = {
+    "conditions": [
+        {
+            "type": "Available",
+            "status": "False",
+            "reason": "Pending",
+            "message": "waiting for pods to be created",
+            "lastTransitionTime": "2026-11-26T00:00:00Z",
+        }
+    ]
+}
+
+
+def _status_written(rt: Runtime, owner: dict[str, Any]) -> dict[str, Any]:
+    """Write ``PENDING`` as ``owner``'s status through the engine; the object as the watch brings it."""
+    assert asyncio.run(engine.patch_status_once(rt, owner, copy.deepcopy(PENDING)))
+    live = copy.deepcopy(owner)
+    live["metadata"]["resourceVersion"] = str(rt.kube.version)  # type: ignore[attr-defined]
+    live["status"] = copy.deepcopy(PENDING)
+    return live
+
+
+def test_our_own_status_write_coming_back_does_not_reconcile_the_playground_again(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    live = _status_written(rt, PLAYGROUND)
+    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", live)
+    assert queued == []
+
+    edited = copy.deepcopy(live)
+    edited["metadata"]["resourceVersion"] = "900"  # anyone else's write after ours
+    edited["metadata"]["labels"] = {"team": "a"}
+    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", edited)
+    assert queued == [("Playground", "ns", "chat")]
+
+
+def test_a_services_own_status_write_coming_back_reconciles_only_its_playground(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    owned = copy.deepcopy(SERVICE)
+    owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
+    live = _status_written(rt, owned)
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
+    assert queued == [("Playground", "ns", "chat")]  # it shows the Service's status
+
+    other = copy.deepcopy(live)
+    other["metadata"]["resourceVersion"] = "900"  # someone else's write: the Service reconciles too
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", other)
+    assert queued[1:] == BOTH_OWNERS
 
 
 BOTH_OWNERS = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]

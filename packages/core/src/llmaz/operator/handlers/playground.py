@@ -1,4 +1,6 @@
-"""Playground: indexed by name and by the model and backend it references; every event reconciles."""
+"""Playground: indexed by name and by the model and backend it references; every event reconciles
+it, except our own status write coming back
+(:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`)."""
 
 from __future__ import annotations
 
@@ -55,4 +57,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if event_type(event) == "DELETED":
             rt.forget(uid)
             return
+        if event_type(event) is not None and rt.own_status_echo(body):
+            return  # our own status write coming back: its reconcile saw everything else
         enqueue(rt, "Playground", body.metadata.namespace or "", body.metadata.name or "")

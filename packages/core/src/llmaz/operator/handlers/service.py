@@ -1,7 +1,9 @@
 """inference Service: indexed by name and by claimed model; every event reconciles it, and a change
 of a Playground's Service also reconciles that Playground (status and repair). The Playground's own
 apply coming back (:meth:`~llmaz.operator.runtime.Runtime.own_echo`) reconciles neither: the
-Playground's reconcile queued the Service with the apply's answer already."""
+Playground's reconcile queued the Service with the apply's answer already. Our own status write
+coming back (:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`) reconciles only the
+Playground, which shows what the Service's status says."""
 
 from __future__ import annotations
 
@@ -43,12 +45,14 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if kind == "DELETED":
             rt.forget(uid)
             rt.fresh.pop(key, None)
-        elif not echo or key in rt.fresh:
+        elif (not echo and not (kind is not None and rt.own_status_echo(body))) or key in rt.fresh:
             # (our Playground's apply coming back was reconciled already from its answer, unless
-            # that answer is still waiting in rt.fresh: engine.apply_children)
+            # that answer is still waiting in rt.fresh: engine.apply_children; our own status
+            # write coming back was written by a reconcile that saw everything else)
             enqueue(rt, *key)
         if kind is not None and not echo:
-            # (our Playground's own apply coming back, as it created or changed us, tells it nothing)
+            # (our Playground's own apply coming back, as it created or changed us, tells it nothing;
+            # our status write does: the Playground shows the Service's render errors and selector)
             for ref in body.get("metadata", {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
                     enqueue(rt, "Playground", body.metadata.namespace or "", ref["name"])
