@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from llmaz.operator import engine
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
@@ -68,3 +70,19 @@ def make_runtime() -> Callable[[Any], Runtime]:
         )
 
     return make
+
+
+@pytest.fixture
+def apply_children() -> Callable[..., None]:
+    """``engine.apply_children(rt, ...)`` run to the end, with the creates it started in the
+    background."""
+
+    def run(rt: Runtime, *args: Any) -> None:
+        async def all_of_it() -> None:
+            await engine.apply_children(rt, *args)
+            while rt.tasks:
+                await asyncio.gather(*list(rt.tasks))
+
+        asyncio.run(all_of_it())
+
+    return run

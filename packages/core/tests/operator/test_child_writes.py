@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from llmaz.api import Service
 from llmaz.api.conventions import ANNOTATION_RENDER_HASH
 from llmaz.operator import engine
+from llmaz.operator.kube import KubeError
 from llmaz.operator.runtime import Indexes, Runtime, owned_index_id, owner_reference, pack
 from llmaz.render.plan import Plan
 
@@ -48,14 +50,14 @@ def _live_service(version: str) -> dict[str, Any]:
 
 
 def test_a_child_is_written_only_when_the_live_object_lacks_what_the_plan_wants(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     kube = child_writes
     rt = make_runtime(kube)
     plan = Plan(objects=(LWS,))
 
     def reconcile(live: list[dict[str, Any]]) -> None:
-        asyncio.run(engine.apply_children(rt, OWNER, plan, live))
+        apply_children(rt, OWNER, plan, live)
 
     reconcile([])
     assert len(kube.applied) == 1  # missing: created (the stand-in answers resourceVersion 101)
@@ -73,14 +75,14 @@ def test_a_child_is_written_only_when_the_live_object_lacks_what_the_plan_wants(
 
 
 def test_a_child_written_but_not_seen_yet_is_applied_when_the_render_changes(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     rt = make_runtime(child_writes)
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), []))
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [])
     changed = copy.deepcopy(LWS)
     changed["spec"]["replicas"] = 2
     # the watch has not brought the created object back: a second POST would only meet a 409
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(changed,)), []))
+    apply_children(rt, OWNER, Plan(objects=(changed,)), [])
     assert [(verb, obj["spec"]["replicas"]) for verb, obj in child_writes.writes] == [
         ("create", 1),
         ("apply", 2),
@@ -97,13 +99,13 @@ def _indexes(*children: dict[str, Any]) -> Indexes:
 
 
 def test_an_owner_whose_inputs_and_children_are_unchanged_is_neither_rendered_nor_compared(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     rt = make_runtime(child_writes)
     inputs = ("generation 1", "model v1")
 
     def reconcile(live: list[dict[str, Any]], with_inputs: tuple[Any, ...] = inputs) -> None:
-        asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), live, with_inputs))
+        apply_children(rt, OWNER, Plan(objects=(LWS,)), live, with_inputs)
 
     uid = OWNER["metadata"]["uid"]
     reconcile([])  # created; not settled: nothing was there to compare
@@ -123,13 +125,13 @@ def test_an_owner_whose_inputs_and_children_are_unchanged_is_neither_rendered_no
 
 
 def test_a_child_written_but_not_seen_yet_never_makes_its_owner_settled(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     """Were the owner recorded as settled without the child, a deletion of that child before the
     watch ever brought it would leave the owner's children as recorded, and never repaired."""
     rt = make_runtime(child_writes)
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",)))
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",)))  # still unseen
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",))
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [], ("in",))  # still unseen
     assert len(child_writes.writes) == 1
     assert engine.unchanged(rt, _indexes(), OWNER["metadata"]["uid"], ("in",)) is None
 
@@ -165,7 +167,7 @@ def test_reconcile_service_renders_only_when_its_inputs_or_children_changed(
 
 
 def test_a_field_the_render_no_longer_sets_is_written_away(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     """The live LWS still holds everything the new render wants, plus an env var the old render
     set: only the render hash tells them apart, and the apply (server-side) drops the env var."""
@@ -174,7 +176,7 @@ def test_a_field_the_render_no_longer_sets_is_written_away(
     old["spec"]["env"] = [{"name": "EXTRA", "value": "1"}]
     live = copy.deepcopy(engine.desired_child(old, owner_reference(OWNER))[0])
     live["metadata"].update(resourceVersion="7", uid="lws-uid")
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [live])
     assert [(verb, "env" in obj["spec"]) for verb, obj in child_writes.writes] == [("apply", False)]
 
 
@@ -187,25 +189,134 @@ def _written_before_the_hash(desired: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_a_child_an_older_operator_wrote_as_rendered_is_not_written_again_after_an_upgrade(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     """No hash annotation yet (written before there was one) but every rendered field live: an
     upgrade must not rewrite every child of the cluster just to add the annotation."""
     rt = make_runtime(child_writes)
     live = _written_before_the_hash(engine.desired_child(LWS, owner_reference(OWNER))[0])
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [live])
     assert child_writes.writes == []
 
 
 def test_a_child_an_older_operator_wrote_is_applied_with_the_hash_when_the_render_changed(
-    make_runtime: Callable[[Any], Runtime], child_writes: Any
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
 ) -> None:
     rt = make_runtime(child_writes)
     old = copy.deepcopy(LWS)
     old["spec"]["replicas"] = 3
     live = _written_before_the_hash(engine.desired_child(old, owner_reference(OWNER))[0])
-    asyncio.run(engine.apply_children(rt, OWNER, Plan(objects=(LWS,)), [live]))
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [live])
     [(verb, written)] = child_writes.writes
     assert verb == "apply"
     assert written["spec"] == LWS["spec"]
     assert ANNOTATION_RENDER_HASH in written["metadata"]["annotations"]
+
+
+LB = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "chat-lb", "namespace": "ns"},
+    "spec": {"ports": [{"port": 8080}]},
+}
+
+
+class SlowServiceCreates:
+    """The recording stand-in ``inner``, with each Service create held until ``release`` is set,
+    as the API server holds a ClusterIP Service's create while it allocates cluster IPs one at a
+    time (no API server here); ``fail`` makes every Service create answer HTTP 500 instead."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.writes: list[tuple[str, dict[str, Any]]] = inner.writes
+        self.release = threading.Event()
+        self.fail = False
+
+    def create_or_apply(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+        if obj["kind"] == "Service" and not exists:
+            self.release.wait(10)
+            if self.fail:
+                raise KubeError("POST", "/api/v1/namespaces/ns/services", 500, "try again")
+        answer: dict[str, Any] = self.inner.create_or_apply(obj, exists=exists)
+        return answer
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(500):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never happened")
+
+
+async def _creates_done(rt: Runtime) -> None:
+    while rt.tasks:
+        await asyncio.gather(*list(rt.tasks))
+
+
+def test_a_slow_create_holds_up_neither_the_reconcile_nor_the_owners_other_children(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At N = 300 each inference Service's reconcile waited ~2.7 s for its ``-lb`` Service's
+    cluster IP, so LeaderWorkerSets were created only as fast as cluster IPs (issue 15). The
+    reconcile now returns with the create in flight, the LWS is created meanwhile, a reconcile
+    in between does not POST the Service again, and one that renders it differently reconciles
+    the owner again once the create ends."""
+    kube = SlowServiceCreates(child_writes)
+    rt = make_runtime(kube)
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key, **_: queued.append(key))
+    changed = copy.deepcopy(LB)
+    changed["spec"]["ports"] = [{"port": 9090}]
+
+    async def scenario() -> None:
+        await engine.apply_children(rt, OWNER, Plan(objects=(LWS, LB)), [])
+        await _until(lambda: len(kube.writes) == 1)
+        assert [(verb, obj["kind"]) for verb, obj in kube.writes] == [("create", "LeaderWorkerSet")]
+        assert rt.creating == 1  # what holds progress-only status writes back
+        await engine.apply_children(rt, OWNER, Plan(objects=(LWS, LB)), [])
+        await engine.apply_children(rt, OWNER, Plan(objects=(LWS, changed)), [])
+        assert queued == []
+        kube.release.set()
+        await _creates_done(rt)
+
+    asyncio.run(scenario())
+    assert [(verb, obj["kind"]) for verb, obj in kube.writes] == [
+        ("create", "LeaderWorkerSet"),
+        ("create", "Service"),
+    ]
+    assert rt.creating == 0
+    assert rt.creates == {}
+    assert queued == [("Playground", "ns", "chat")]  # the changed render is applied next
+
+
+def test_a_create_that_keeps_failing_is_retried_later_and_later(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed background create retries its owner's reconcile with the growing delays of a
+    failed reconcile, although every reconcile that starts the create succeeds itself: no loop
+    hammering the API server (RELIABILITY.md)."""
+    kube = SlowServiceCreates(child_writes)
+    kube.release.set()
+    kube.fail = True
+    rt = make_runtime(kube)
+
+    async def reconciler(rt_: Runtime, _idx: Any, snap: dict[str, Any]) -> None:
+        await engine.apply_children(rt_, snap, Plan(objects=(LB,)), [])
+
+    monkeypatch.setitem(engine.RECONCILERS, "Playground", reconciler)
+    rt.indexes = _indexes()
+    delays: list[float] = []
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        for _ in range(3):  # the retry's reconcile, run at once instead of after the delay
+            await engine.reconcile(rt, rt.indexes, OWNER)
+            await _creates_done(rt)
+            delays.append(round(rt.retries[OWNER["metadata"]["uid"]].when() - loop.time()))
+
+    asyncio.run(scenario())
+    assert delays == [round(d) for d in engine.RETRY_DELAYS[:3]]
+    assert rt.creates == {}
+    assert rt.creates_of == {}
+    assert [verb for verb, _ in kube.writes] == []  # nothing written: every create failed

@@ -68,9 +68,11 @@ def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> N
     asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo))
 
 
-def _applied(rt: Runtime, owner: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+def _applied(
+    rt: Runtime, apply_children: Callable[..., None], owner: dict[str, Any], child: dict[str, Any]
+) -> dict[str, Any]:
     """Apply ``child`` for ``owner`` through the engine; the object as the watch then brings it."""
-    asyncio.run(engine.apply_children(rt, owner, Plan(objects=(child,)), []))
+    apply_children(rt, owner, Plan(objects=(child,)), [])
     live = copy.deepcopy(child)
     version = str(rt.kube.version)  # type: ignore[attr-defined]
     live["metadata"].update(
@@ -80,9 +82,9 @@ def _applied(rt: Runtime, owner: dict[str, Any], child: dict[str, Any]) -> dict[
 
 
 def test_a_created_child_coming_back_reconciles_nobody_but_an_edit_or_deletion_does(
-    rt: Runtime, queued: list[tuple[str, str, str]]
+    rt: Runtime, queued: list[tuple[str, str, str]], apply_children: Callable[..., None]
 ) -> None:
-    live = _applied(rt, SERVICE, LWS)
+    live = _applied(rt, apply_children, SERVICE, LWS)
     _deliver(rt, "llmaz-child-LeaderWorkerSet", "ADDED", live)
     assert queued == []
 
@@ -105,18 +107,20 @@ def test_a_child_nobody_here_applied_reconciles_its_owner(
     assert queued == [("Service", "ns", "chat")]
 
 
-def _service_applied_by_playground(rt: Runtime) -> dict[str, Any]:
+def _service_applied_by_playground(rt: Runtime, apply_children: Callable[..., None]) -> dict[str, Any]:
     desired = copy.deepcopy(SERVICE)
     desired["metadata"].pop("uid")
     desired["metadata"].pop("resourceVersion")
-    return _applied(rt, PLAYGROUND, desired)
+    return _applied(rt, apply_children, PLAYGROUND, desired)
 
 
-def test_a_service_its_playground_applied_is_queued_first_with_the_apply_answer(rt: Runtime) -> None:
+def test_a_service_its_playground_applied_is_queued_first_with_the_apply_answer(
+    rt: Runtime, apply_children: Callable[..., None]
+) -> None:
     rt.queue.workers = rt.config.workers  # every worker busy: what is queued stays queued
     engine.enqueue(rt, "Playground", "ns", "older")
     engine.enqueue(rt, "Service", "ns", "chat")  # an event queued it before the apply's answer
-    live = _service_applied_by_playground(rt)
+    live = _service_applied_by_playground(rt, apply_children)
     key = ("Service", "ns", "chat")
     assert rt.fresh[key]["metadata"]["resourceVersion"] == live["metadata"]["resourceVersion"]
     assert rt.queue.take() == key  # before the Playground queued earlier, and only once
@@ -125,7 +129,7 @@ def test_a_service_its_playground_applied_is_queued_first_with_the_apply_answer(
 
 
 def test_a_service_is_reconciled_from_the_apply_answer_until_the_watch_brings_it(
-    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, apply_children: Callable[..., None]
 ) -> None:
     seen: list[str] = []
 
@@ -139,7 +143,7 @@ def test_a_service_is_reconciled_from_the_apply_answer_until_the_watch_brings_it
     monkeypatch.setattr(engine, "reconcile", record)
     rt.indexes = NoIndex()  # type: ignore[assignment]
     rt.queue.workers = rt.config.workers
-    live = _service_applied_by_playground(rt)
+    live = _service_applied_by_playground(rt, apply_children)
     asyncio.run(engine.reconcile_named(rt, "Service", "ns", "chat"))
     assert seen == [live["metadata"]["resourceVersion"]]
     asyncio.run(engine.reconcile_named(rt, "Service", "ns", "chat"))  # the answer is used once
@@ -147,10 +151,10 @@ def test_a_service_is_reconciled_from_the_apply_answer_until_the_watch_brings_it
 
 
 def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_from_the_answer(
-    rt: Runtime, queued: list[tuple[str, str, str]]
+    rt: Runtime, queued: list[tuple[str, str, str]], apply_children: Callable[..., None]
 ) -> None:
     rt.queue.workers = rt.config.workers
-    live = _service_applied_by_playground(rt)
+    live = _service_applied_by_playground(rt, apply_children)
     _deliver(rt, "register.<locals>.service_event", "ADDED", live)
     assert queued == [("Service", "ns", "chat")]  # its reconcile from the answer has not run yet
 

@@ -25,6 +25,7 @@ from llmaz.operator.diff import contains
 from llmaz.operator.flavors import FlavorChoice, choose_flavor
 from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating, status_target_gone
 from llmaz.operator.runtime import (
+    Creating,
     Indexes,
     Runtime,
     Settled,
@@ -151,7 +152,8 @@ def without_render_hash(desired: Mapping[str, Any]) -> dict[str, Any]:
 async def apply_children(
     rt: Runtime, owner: Snapshot, result: Plan, live: list[Snapshot], inputs: tuple[Any, ...] | None = None
 ) -> None:
-    """Apply what the plan wants and is not live yet; delete owned objects it no longer wants.
+    """Apply what the plan wants and is not live yet (children not seen yet are created in the
+    background: :func:`_start_create`); delete owned objects it no longer wants.
     When every wanted child was live and held what the plan wants, and nothing was pruned, the
     owner is recorded as :class:`~llmaz.operator.runtime.Settled` for the render ``inputs``."""
     ref = owner_reference(owner)
@@ -175,6 +177,11 @@ async def apply_children(
                 rt.contained[key] = seen
                 verified += 1
                 continue
+        creating = rt.creates.get(key)
+        if creating is not None:
+            # being created: a different render is applied once that create ends
+            creating.stale = creating.stale or creating.digest != digest
+            continue
         cached = rt.applied.get(key)
         if cached is not None and cached[0] == digest and resource_version(current) < cached[1]:
             continue  # our own write, not yet seen by the watch
@@ -183,31 +190,17 @@ async def apply_children(
         # a child not seen yet is POSTed (cheaper for the API server), a known one applied
         todo.append((key, digest, desired, current is not None or cached is not None))
 
-    async def apply(key: ObjectKey, digest: str, desired: dict[str, Any], exists: bool) -> None:
-        write = functools.partial(rt.kube.create_or_apply, desired, exists=exists)
-        rt.creating += not exists
-        try:
-            answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, write)
-        finally:
-            rt.creating -= not exists
-        rt.applied[key] = (digest, resource_version(answer))
-        log.info(
-            "%s %s %s/%s for %s %s",
-            "applied" if exists else "created",
-            key.kind,
-            key.namespace,
-            key.name,
-            owner["kind"],
-            ref["name"],
-        )
-        if key.api_version == INFERENCE_SERVICE_API_VERSION and key.kind == "Service":
-            # its own children next, from the answer: no wait for the watch or the queue
-            rt.fresh[("Service", key.namespace, key.name)] = plain(answer)
-            enqueue(rt, "Service", key.namespace, key.name, urgent=True)
-
-    # the children are independent objects: one round trip for all of them (an LWS and its -lb
-    # Service), not one after the other (issue 15)
-    await asyncio.gather(*(apply(*item) for item in todo))
+    # a child not seen yet is created in the background: the reconcile does not wait for it, so a
+    # slow create (a cluster IP is allocated one Service at a time) holds up neither this owner's
+    # other children nor other owners; the children that exist are applied together, one round
+    # trip for all of them (issue 15)
+    applies = []
+    for key, digest, desired, exists in todo:
+        if exists:
+            applies.append(_write_child(rt, owner, key, digest, desired, exists=True))
+        else:
+            _start_create(rt, owner, key, digest, desired)
+    await asyncio.gather(*applies)
     prunable = set(result.prune_kinds)
     pruned = False
     for obj in live:
@@ -228,6 +221,88 @@ async def apply_children(
         rt.settled[ref["uid"]] = Settled(settled_state(inputs, children), result.flavor)
     else:
         rt.settled.pop(ref["uid"], None)
+
+
+async def _write_child(
+    rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any], *, exists: bool
+) -> None:
+    """POST (``exists`` False) or apply one child and remember the answer. An inference Service a
+    Playground wrote is reconciled next, from the answer: no wait for the watch or the queue."""
+    write = functools.partial(rt.kube.create_or_apply, desired, exists=exists)
+    answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, write)
+    rt.applied[key] = (digest, resource_version(answer))
+    log.info(
+        "%s %s %s/%s for %s %s",
+        "applied" if exists else "created",
+        key.kind,
+        key.namespace,
+        key.name,
+        owner["kind"],
+        owner["metadata"]["name"],
+    )
+    if key.api_version == INFERENCE_SERVICE_API_VERSION and key.kind == "Service":
+        rt.fresh[("Service", key.namespace, key.name)] = plain(answer)
+        enqueue(rt, "Service", key.namespace, key.name, urgent=True)
+
+
+CREATE_SLOTS_PER_KIND = 0.5
+"""Creates of one kind in flight at once, as a share of ``workers``: the `-lb` Services waiting in
+line for their cluster IPs never take every thread from the LeaderWorkerSets and inference
+Services created meanwhile."""
+
+
+def _start_create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
+    """Create a child in the background (:attr:`Runtime.creates` until it ends). At N = 300 each
+    inference Service's reconcile waited ~2.7 s for its ``-lb`` Service, so its LeaderWorkerSet,
+    and the next Playgrounds' inference Services, were created only as fast as the API server
+    allocated cluster IPs (~12 per second) and the LWS controller started late (issue 15)."""
+    uid = uid_of(owner)
+    rt.creates[key] = Creating(digest, uid)
+    rt.creates_of[uid] = rt.creates_of.get(uid, 0) + 1
+    rt.creating += 1
+    meta = owner["metadata"]
+    stub = {
+        "apiVersion": owner.get("apiVersion"),
+        "kind": owner.get("kind"),
+        "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": uid},
+    }
+    rt.spawn(_create(rt, stub, key, digest, desired))
+
+
+async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
+    """One background create. A failure is retried as a failed reconcile of the owner is (with a
+    growing delay: :func:`reconcile` keeps the owner's failure count while any of its creates is
+    in flight); a create that a later reconcile found stale reconciles the owner again."""
+    uid = uid_of(owner)
+    slot = rt.create_slots.get((key.api_version, key.kind))
+    if slot is None:
+        size = max(1, int(rt.config.workers * CREATE_SLOTS_PER_KIND))
+        slot = rt.create_slots[(key.api_version, key.kind)] = asyncio.Semaphore(size)
+    failed: Exception | None = None
+    try:
+        async with slot:
+            await _write_child(rt, owner, key, digest, desired, exists=False)
+    except Exception as err:  # a bug must not end unseen in a task: logged and retried
+        failed = err
+    finally:
+        rt.creating -= 1
+        creating = rt.creates.pop(key, None)
+        left = rt.creates_of.get(uid, 1) - 1
+        if left > 0:
+            rt.creates_of[uid] = left
+        else:
+            rt.creates_of.pop(uid, None)
+    meta = owner["metadata"]
+    if failed is None:
+        if creating is not None and creating.stale:
+            enqueue(rt, str(owner["kind"]), meta.get("namespace") or "", meta["name"])
+        return
+    if isinstance(failed, KubeError | OSError) and namespace_terminating(failed):
+        log.debug("not creating %s %s/%s: %s", key.kind, key.namespace, key.name, failed)
+        return
+    if not isinstance(failed, KubeError | OSError):
+        log.error("creating %s %s/%s failed", key.kind, key.namespace, key.name, exc_info=failed)
+    _schedule_retry(rt, owner, failed)
 
 
 def render_inputs(snap: Snapshot, idx: Indexes, *more: Any) -> tuple[Any, ...]:
@@ -637,10 +712,11 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
             else:
                 _schedule_retry(rt, snap, err)
         else:
-            rt.failures.pop(uid, None)
-            handle = rt.retries.pop(uid, None)
-            if handle is not None:
-                handle.cancel()
+            if uid not in rt.creates_of:  # (a create in flight may still fail: its delay must grow)
+                rt.failures.pop(uid, None)
+                handle = rt.retries.pop(uid, None)
+                if handle is not None:
+                    handle.cancel()
     finally:
         record_managed(rt, idx)
 

@@ -69,10 +69,11 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         ", ".join(sorted(plugins.autoscalers)) or "none",
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
-    # child applies get threads of their own: at N = 100 Playgrounds they waited behind status
-    # writes and Events for the shared ones; two per reconcile, as one applies an LWS and its -lb
-    # Service at the same time, and the Service's cluster IP can take a second to be allocated
-    # (issue 15)
+    # child writes get threads of their own: at N = 100 Playgrounds they waited behind status
+    # writes and Events for the shared ones; two per worker, as a reconcile applies an LWS and its
+    # -lb Service at the same time, and the creates in the background take at most half as many
+    # per kind (engine.CREATE_SLOTS_PER_KIND), as a Service's cluster IP can take seconds to be
+    # allocated (issue 15)
     rt.child_writes = ThreadPoolExecutor(max_workers=2 * config.workers, thread_name_prefix="llmaz-apply")
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)

@@ -356,6 +356,18 @@ class Settled:
     flavor: str | None
 
 
+@dataclass
+class Creating:
+    """A child whose create is in flight (:func:`llmaz.operator.engine.apply_children`)."""
+
+    digest: str
+    """Hash of the render being created."""
+    owner_uid: str
+    stale: bool = False
+    """A later reconcile of the owner rendered the child differently: reconcile the owner again
+    once the create ends."""
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -382,6 +394,12 @@ class Runtime:
     (:func:`llmaz.operator.engine.reconcile_named`), and dropped by that reconcile."""
     statuses: dict[str, tuple[Any, int]] = field(default_factory=dict)
     """Owner uid -> (status we wrote, resourceVersion answered)."""
+    creates: dict[ObjectKey, Creating] = field(default_factory=dict)
+    """Children being created, which no reconcile waits for (:func:`llmaz.operator.engine.apply_children`)."""
+    creates_of: dict[str, int] = field(default_factory=dict)
+    """Owner uid -> how many of :attr:`creates` are its children."""
+    create_slots: dict[tuple[str, str], asyncio.Semaphore] = field(default_factory=dict)
+    """``(apiVersion, kind)`` -> the creates of that kind that may be in flight at once."""
     queue: WorkQueue = field(default_factory=WorkQueue)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     """Named locks of work outside the queue (a model's preheat Jobs)."""
