@@ -320,3 +320,39 @@ def test_a_create_that_keeps_failing_is_retried_later_and_later(
     assert rt.creates == {}
     assert rt.creates_of == {}
     assert [verb for verb, _ in kube.writes] == []  # nothing written: every create failed
+
+
+def test_a_reconcile_waits_when_too_many_creates_of_a_kind_are_waiting(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    """Each create not ended holds its rendered object: at N = 1000 the ``-lb`` Services waiting
+    for cluster IPs took the operator's RSS past its 130-MB budget. Beyond
+    ``CREATE_ROOM_PER_KIND * workers`` creates of a kind, the next reconcile waits for one to end."""
+    kube = SlowServiceCreates(child_writes)
+    rt = make_runtime(kube)
+    rt.config = rt.config.model_copy(update={"workers": 1})
+    room = engine.CREATE_ROOM_PER_KIND
+
+    def owner(i: int) -> dict[str, Any]:
+        return {**OWNER, "metadata": {**OWNER["metadata"], "name": f"chat{i}", "uid": f"uid-{i}"}}
+
+    def lb(i: int) -> dict[str, Any]:
+        return {**LB, "metadata": {**LB["metadata"], "name": f"chat{i}-lb"}}
+
+    async def scenario() -> None:
+        for i in range(room):  # each returns with its create started, not ended
+            await engine.apply_children(rt, owner(i), Plan(objects=(lb(i),)), [])
+        one_more = asyncio.ensure_future(
+            engine.apply_children(rt, owner(room), Plan(objects=(lb(room),)), [])
+        )
+        done, _ = await asyncio.wait({one_more}, timeout=0.3)
+        assert not done  # no room: it waits, holding nothing new
+        assert len(rt.creates) == room
+        kube.release.set()
+        await one_more
+        await _creates_done(rt)
+
+    asyncio.run(scenario())
+    assert sorted(obj["metadata"]["name"] for _, obj in kube.writes) == sorted(
+        f"chat{i}-lb" for i in range(room + 1)
+    )

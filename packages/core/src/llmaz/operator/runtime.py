@@ -400,6 +400,8 @@ class Runtime:
     """Owner uid -> how many of :attr:`creates` are its children."""
     create_slots: dict[tuple[str, str], asyncio.Semaphore] = field(default_factory=dict)
     """``(apiVersion, kind)`` -> the creates of that kind that may be in flight at once."""
+    create_room: dict[tuple[str, str], asyncio.Semaphore] = field(default_factory=dict)
+    """``(apiVersion, kind)`` -> the creates of that kind that may be started and not ended."""
     queue: WorkQueue = field(default_factory=WorkQueue)
     locks: dict[str, asyncio.Lock] = field(default_factory=dict)
     """Named locks of work outside the queue (a model's preheat Jobs)."""
