@@ -12,8 +12,9 @@ import pytest
 
 from llmaz.operator import engine
 from llmaz.operator.config import OperatorConfig
+from llmaz.operator.kube import ObjectKey
 from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.runtime import Creating, Runtime
 from llmaz.operator.status import Observation
 
 SETTLE, DETAIL, BUSY = 0.05, 0.4, 0.6
@@ -57,6 +58,12 @@ def _runtime(kube: RecordingKube) -> Runtime:
         metrics=Metrics(kinds=("Playground", "Service")),
         identity="unit",
     )
+
+
+def _creates_in_flight(rt: Runtime, count: int) -> None:
+    """``count`` child creates in flight, as :func:`llmaz.operator.engine.apply_children` records them."""
+    for i in range(count):
+        rt.creates[ObjectKey("v1", "Service", "ns", f"other{i}-lb")] = Creating("digest")
 
 
 def _owner(kind: str = "Playground", owned_by_playground: bool = False) -> dict[str, Any]:
@@ -132,12 +139,12 @@ def test_a_pending_waits_while_children_are_being_created_then_is_written() -> N
 
     async def scenario() -> tuple[list[str], list[str]]:
         r = Rollout(_owner())
-        r.rt.creating = 3  # other Playgrounds' children are being created
+        _creates_in_flight(r.rt, 3)  # other Playgrounds' children are being created
         await r.see(_seen("Pending", "waiting for pods to be created"))
         await asyncio.sleep(SETTLE * 3)  # the hold is over, the creates are not
         await r.see(_seen("Pending", "waiting for pods to be created"))
         while_busy = list(r.kube.patches)
-        r.rt.creating = 0
+        r.rt.creates.clear()
         await asyncio.sleep(SETTLE * 3)
         await r.see(_seen("Pending", "waiting for pods to be created"))
         return while_busy, list(r.kube.patches)
@@ -148,7 +155,7 @@ def test_a_pending_waits_while_children_are_being_created_then_is_written() -> N
 def test_a_pending_waits_for_creates_only_so_long() -> None:
     async def scenario() -> tuple[list[str], list[str]]:
         r = Rollout(_owner())
-        r.rt.creating = 1  # creates that never end
+        _creates_in_flight(r.rt, 1)  # creates that never end
         await r.see(_seen("Pending", "waiting for pods to be created"))
         await asyncio.sleep(SETTLE * 3)
         await r.see(_seen("Pending", "waiting for pods to be created"))
@@ -163,7 +170,7 @@ def test_a_pending_waits_for_creates_only_so_long() -> None:
 def test_an_available_status_never_waits_for_creates() -> None:
     async def scenario() -> list[str]:
         r = Rollout(_owner())
-        r.rt.creating = 5
+        _creates_in_flight(r.rt, 5)
         await r.see(_seen("Available", ready=1))
         return list(r.kube.patches)
 

@@ -275,9 +275,8 @@ async def _start_create(
     IPs (~12 per second) and the LWS controller started late (issue 15)."""
     await _semaphore(rt.create_room, key, rt.config.workers * CREATE_ROOM_PER_KIND).acquire()
     uid = uid_of(owner)
-    rt.creates[key] = Creating(digest, uid)
+    rt.creates[key] = Creating(digest)
     rt.creates_of[uid] = rt.creates_of.get(uid, 0) + 1
-    rt.creating += 1
     meta = owner["metadata"]
     stub = {
         "apiVersion": owner.get("apiVersion"),
@@ -300,7 +299,6 @@ async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
         failed = err
     finally:
         rt.create_room[(key.api_version, key.kind)].release()
-        rt.creating -= 1
         creating = rt.creates.pop(key, None)
         left = rt.creates_of.get(uid, 1) - 1
         if left > 0:

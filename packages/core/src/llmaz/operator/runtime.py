@@ -362,7 +362,6 @@ class Creating:
 
     digest: str
     """Hash of the render being created."""
-    owner_uid: str
     stale: bool = False
     """A later reconcile of the owner rendered the child differently: reconcile the owner again
     once the create ends."""
@@ -420,8 +419,6 @@ class Runtime:
     executor never delay the creation of children (``None``: the default executor)."""
     parsed: dict[str, tuple[int, Any]] = field(default_factory=dict)
     """OpenModel/BackendRuntime uid -> (resourceVersion, the typed object or ``None`` if invalid)."""
-    creating: int = 0
-    """Child creates (POSTs) in flight: while there are any, progress-only status writes wait."""
     settled: dict[str, Settled] = field(default_factory=dict)
     """Owner uid -> what its last reconcile that wrote no child found (:class:`Settled`)."""
     usage_pending: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
@@ -444,6 +441,11 @@ class Runtime:
         and reconciles as any other."""
         cached = self.applied.get(ObjectKey.of(body))
         return cached is not None and cached[1] == resource_version(body)
+
+    @property
+    def creating(self) -> int:
+        """Child creates (POSTs) in flight: while there are any, progress-only status writes wait."""
+        return len(self.creates)
 
     def own_status_echo(self, body: Mapping[str, Any]) -> bool:
         """``body`` is a Playground or inference Service exactly as our last status write left it

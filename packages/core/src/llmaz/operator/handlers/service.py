@@ -42,10 +42,11 @@ def register(registry: kopf.OperatorRegistry) -> None:
             rt.references[uid] = refs
         key = ("Service", body.metadata.namespace or "", body.metadata.name or "")
         echo = kind is not None and rt.own_echo(body)
+        status_echo = kind is not None and rt.own_status_echo(body)
         if kind == "DELETED":
             rt.forget(uid)
             rt.fresh.pop(key, None)
-        elif (not echo and not (kind is not None and rt.own_status_echo(body))) or key in rt.fresh:
+        elif not (echo or status_echo) or key in rt.fresh:
             # (our Playground's apply coming back was reconciled already from its answer, unless
             # that answer is still waiting in rt.fresh: engine.apply_children; our own status
             # write coming back was written by a reconcile that saw everything else)
