@@ -10,9 +10,9 @@ from llmaz.operator.status import (
     compute_status,
     condition_differs,
     error_reason,
+    event_wanted,
     integrations_condition,
     managed_by_condition,
-    opening_event_wanted,
     progress_only,
     same_reason,
     status_changed,
@@ -228,17 +228,24 @@ def test_a_change_of_message_only_keeps_the_reason_a_user_sees() -> None:
     assert not same_reason(loading, _status("Available", "1/1 replicas ready", ready=1))
 
 
-def test_the_first_status_has_an_event_only_when_it_is_a_warning() -> None:
+def test_events_tell_of_problems_and_their_end_not_of_rollout_steps() -> None:
     waiting = _status("Pending", "0/1 replicas ready; waiting for pods to be created")
     available = _status("Available", "1/1 replicas ready", ready=1)
-    # the first Pending or Available says nothing the condition does not
-    assert not opening_event_wanted(None, warning=False)
-    assert not opening_event_wanted({"conditions": []}, warning=False)
-    # a first status a user must act on (ModelNotFound, Unschedulable...) has its Event
-    assert opening_event_wanted(None, warning=True)
-    # every later change of the reason has its Event
-    assert opening_event_wanted(waiting, warning=False)
-    assert opening_event_wanted(available, warning=False)
+    unschedulable = _status("Unschedulable", "0/3 nodes have a free nvidia.com/gpu")
+    missing_model = _status("ModelNotFound", "OpenModel qwen not found")
+    # a first Pending or Available, becoming Available after Pending, losing availability to a
+    # waiting reason: the condition and its lastTransitionTime say it all
+    assert not event_wanted(None, warning=False)
+    assert not event_wanted({"conditions": []}, warning=False)
+    assert not event_wanted(waiting, warning=False)
+    assert not event_wanted(available, warning=False)
+    # a reason a user must act on has its Event, first status or not
+    assert event_wanted(None, warning=True)
+    assert event_wanted(waiting, warning=True)
+    assert event_wanted(available, warning=True)
+    # and so has its end, whatever comes next (a pod failure or a blocked render alike)
+    assert event_wanted(unschedulable, warning=False)
+    assert event_wanted(missing_model, warning=False)
 
 
 def test_leader_selector_is_what_the_lws_controller_reports() -> None:

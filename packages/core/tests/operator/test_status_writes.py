@@ -119,7 +119,7 @@ def test_a_pod_ready_within_the_moment_costs_one_status_write_and_no_event() -> 
     assert r.kube.events == []
 
 
-def test_a_pending_that_lasts_is_written_and_becoming_available_has_its_event() -> None:
+def test_a_pending_that_lasts_is_written_and_becoming_available_has_no_event() -> None:
     async def scenario() -> Rollout:
         r = Rollout(_owner())
         await r.see(_seen("Pending", "waiting for pods to be created"))
@@ -130,7 +130,23 @@ def test_a_pending_that_lasts_is_written_and_becoming_available_has_its_event() 
 
     r = asyncio.run(scenario())
     assert r.kube.patches == ["Pending", "Available"]
-    assert r.kube.events == [("Playground", "Available", "Normal")]
+    assert r.kube.events == []  # a rollout step: the condition says it
+
+
+def test_a_problem_has_a_warning_and_its_end_a_normal_event() -> None:
+    async def scenario() -> Rollout:
+        r = Rollout(_owner())
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await asyncio.sleep(SETTLE * 3)
+        await r.see(_seen("Pending", "waiting for pods to be created"))
+        await r.see(_seen("Unschedulable", "no node has a free GPU", failing=True))
+        await r.see(_seen("Pending", "pod chat-0 is Pending"))  # a node came: written at once
+        await r.see(_seen("Available", ready=1))
+        return r
+
+    r = asyncio.run(scenario())
+    assert r.kube.patches == ["Pending", "Unschedulable", "Pending", "Available"]
+    assert r.kube.events == [("Playground", "Unschedulable", "Warning"), ("Playground", "Pending", "Normal")]
 
 
 def test_a_pending_waits_while_children_are_being_created_then_is_written() -> None:
@@ -242,8 +258,10 @@ def test_a_standalone_inference_service_has_its_events() -> None:
         await r.see(_seen("Pending"))
         await asyncio.sleep(SETTLE * 3)
         await r.see(_seen("Pending"))
+        await r.see(_seen("CrashLoopBackOff", "engine exits", failing=True))
         await r.see(_seen("Available", ready=1))
         return r
 
     r = asyncio.run(scenario())
-    assert r.kube.events == [("Service", "Available", "Normal")]
+    assert r.kube.patches == ["Pending", "CrashLoopBackOff", "Available"]
+    assert r.kube.events == [("Service", "CrashLoopBackOff", "Warning"), ("Service", "Available", "Normal")]

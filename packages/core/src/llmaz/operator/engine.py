@@ -46,8 +46,8 @@ from llmaz.operator.status import (
     Observation,
     compute_status,
     error_reason,
+    event_wanted,
     format_time,
-    opening_event_wanted,
     progress_only,
     same_reason,
     status_changed,
@@ -398,9 +398,9 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
 
 
 async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
-    """Patch ``status`` when it changes; post one Event when the Available reason changes (not for
-    the first status unless it is a warning, and no Normal Event on an inference Service whose
-    Playground reports the same). A status that only says the rollout is under way (the first
+    """Patch ``status`` when it changes; post one Event when the Available reason changes to or from
+    a warning (:func:`~llmaz.operator.status.event_wanted`; no Normal Event on an inference Service
+    whose Playground reports the same). A status that only says the rollout is under way (the first
     ``Pending`` included) is written once it has held for :data:`SETTLE_SECONDS`, unless a newer
     state supersedes it first; on the inference Service of a Playground it is not written at all
     (the Playground says the same: issue 15, one status write per rollout step, not two)."""
@@ -419,7 +419,7 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
         return
     meta = owner["metadata"]
     before, after = _available_condition(current), _available_condition(desired)
-    if after is None or before == after or not opening_event_wanted(current, warning=warning):
+    if after is None or before == after or not event_wanted(current, warning=warning):
         return
     if not warning and _reported_by_playground(owner):
         return

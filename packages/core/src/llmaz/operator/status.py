@@ -48,11 +48,11 @@ __all__ = [
     "compute_status",
     "condition_differs",
     "error_reason",
+    "event_wanted",
     "format_time",
     "in_use_condition",
     "integrations_condition",
     "managed_by_condition",
-    "opening_event_wanted",
     "progress_only",
     "same_reason",
     "status_changed",
@@ -252,12 +252,19 @@ def same_reason(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -
     return (before.get("status"), before.get("reason")) == (after.get("status"), after.get("reason"))
 
 
-def opening_event_wanted(current: Mapping[str, Any] | None, *, warning: bool) -> bool:
-    """Whether a change of the ``Available`` condition deserves an Event: every change after the
-    first status; the first status only when it is a warning (something for a user to act on). A
-    first ``Pending`` or ``Available`` says nothing the condition itself does not (issue 15: an Event
-    per object and transition was a third of the writes of a rollout)."""
-    return _available(current) is not None or warning
+def event_wanted(current: Mapping[str, Any] | None, *, warning: bool) -> bool:
+    """Whether a change of the ``Available`` reason deserves an Event. Events tell of problems and
+    of their end: a change to a reason a user must act on (``warning``) has a ``Warning`` Event, and
+    leaving such a reason has a ``Normal`` one (``Unschedulable`` -> ``Available``). The steps of a
+    rollout (``Pending``, ``Loading``, ``Starting``, ``Available``, losing availability to a waiting
+    reason) say nothing the condition and its ``lastTransitionTime`` do not (issue 15: an Event per
+    object and transition was a third of the writes of a rollout)."""
+    if warning:
+        return True
+    before = _available(current)
+    return (
+        before is not None and before.get("status") == "False" and before.get("reason") not in WAITING_REASONS
+    )
 
 
 def transitions(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> list[tuple[str, str, str]]:
