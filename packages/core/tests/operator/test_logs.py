@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from llmaz.operator.logs import RetryNoise, install
+from llmaz.operator.kube import KubeError
+from llmaz.operator.logs import LOG_FORMAT, MAX_LOG_MESSAGE, RetryNoise, install
 
 WATCH = "GET https://127.0.0.1:6443/apis/inference.llmaz.io/v1alpha1/playgrounds?watch=true"
 
@@ -113,3 +114,43 @@ def test_aiohttp_connection_errors_are_shortened(error: str, shown: str) -> None
     )
     assert RetryNoise().filter(rec)
     assert rec.getMessage().endswith(f"(watch) -> {shown}")
+
+
+RBAC_403 = (
+    '{"kind":"Status","message":"backends.gateway.envoyproxy.io is forbidden: User '
+    '\\"system:serviceaccount:llmaz-system:llmaz-operator-reliability\\" cannot list resource '
+    '\\"backends\\" in API group \\"gateway.envoyproxy.io\\" in the namespace \\"NS\\": RBAC: '
+    '[clusterrole.rbac.authorization.k8s.io \\"llmaz-operator\\" not found, clusterrole.rbac.'
+    'authorization.k8s.io \\"system:basic-user\\" not found, clusterrole.rbac.authorization.k8s.io '
+    '\\"system:discovery\\" not found]","code":403}'
+)
+"""What a just-restarted API server answered while its RBAC caches were empty (fault suite)."""
+
+
+def test_a_line_quoting_a_long_api_server_message_stays_under_500_characters() -> None:
+    """Issue 16's bound, hit by the API-server-restart fault: a 403 for a list in a namespace with a
+    63-character name, logged by the integrations pass, was 506 characters with every quoted piece
+    already trimmed; the whole message is now cut, wherever it comes from."""
+    namespace = "t1-" + "x" * 60
+    path = f"/apis/gateway.envoyproxy.io/v1alpha1/namespaces/{namespace}/backends"
+    err = KubeError("GET", path, 403, RBAC_403.replace("NS", namespace))
+    rec = logging.LogRecord(
+        "llmaz.operator.integrations",
+        logging.WARNING,
+        __file__,
+        1,
+        "integrations of namespace %s failed (retry in %.0fs): %s",
+        (namespace, 4.0, err.brief),
+        None,
+    )
+    assert RetryNoise().filter(rec)
+    line = logging.Formatter(LOG_FORMAT).format(rec)
+    assert len(line) <= 500, len(line)
+    assert line.endswith("...")
+    assert f"integrations of namespace {namespace} failed (retry in 4s): GET backends" in line
+    short = record("llmaz.operator", logging.INFO, "created Service ns/a for Playground a")
+    assert RetryNoise().filter(short)
+    assert short.getMessage() == "created Service ns/a for Playground a"
+    exact = record("llmaz.operator", logging.INFO, "y" * MAX_LOG_MESSAGE)
+    assert RetryNoise().filter(exact)
+    assert exact.getMessage() == "y" * MAX_LOG_MESSAGE

@@ -72,12 +72,11 @@ def run(  # noqa: PLR0917
     if leader_elect is not None:
         updates["leader_election"] = cfg.leader_election.model_copy(update={"enabled": leader_elect})
     cfg = cfg.model_validate({**cfg.model_dump(), **updates})
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
+    from llmaz.operator.logs import LOG_FORMAT
     from llmaz.operator.logs import install as quiet_retries
+
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT)
+    logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
 
     quiet_retries()
     raise typer.Exit(run_operator(cfg, kubeconfig))

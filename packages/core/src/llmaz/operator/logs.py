@@ -10,6 +10,10 @@ visible, the outage is no longer a wall of text (issue 16).
 The kept kopf lines are also shortened: kopf writes the full URL with its query and the repr of
 aiohttp's exception (a ``ConnectionKey(...)`` of seven fields), 500 characters for one refused
 connection (the watch-410 scenario). They become ``METHOD path[ (watch)] -> ErrorType: message``.
+
+Every other message is cut at :data:`MAX_LOG_MESSAGE` characters: what we log quotes the API server,
+whose messages can be long (a restarted API server's 403 lists its RBAC cache misses), and
+trimming each quoted piece left lines that named a long namespace twice over the bound.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 import logging
 import re
 
-__all__ = ["RetryNoise", "install", "shorten"]
+__all__ = ["LOG_FORMAT", "MAX_LOG_MESSAGE", "RetryNoise", "install", "shorten"]
 
 _KOPF_ATTEMPT = re.compile(r"^Request attempt #(\d+)(?:/\d+)? failed; (will retry|escalating)")
 _KOPF_REQUEST = re.compile(
@@ -27,8 +31,13 @@ _INNER_ERROR = re.compile(r"(\w+Error)\((?:-?\d+, )?(['\"])(.*?)\2\)")
 _CONNECTION_KEY = re.compile(r"ConnectionKey\([^)]*\),? ?")
 """aiohttp's connection key (host, port, ssl, proxy... seven fields) in its connection errors' repr."""
 _URLLIB3_RETRY = "Retrying (Retry("
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+"""The operator's log line: time, level, logger, message."""
 MAX_ERROR = 120
 """Characters of an exception's text kept in a shortened kopf line."""
+MAX_LOG_MESSAGE = 400
+"""Characters of a log message kept (``...`` marks the cut): with the operator's time, level and
+logger name a line stays under 500 (issue 16's bound)."""
 
 
 def shorten(message: str) -> str:
@@ -51,20 +60,22 @@ def shorten(message: str) -> str:
 
 class RetryNoise(logging.Filter):
     """Drop kopf's second and later "will retry" lines and urllib3's connection-retry warnings;
-    shorten the kopf lines kept (:func:`shorten`)."""
+    shorten the kopf lines kept (:func:`shorten`) and cut every message at :data:`MAX_LOG_MESSAGE`."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
         if record.name.startswith("kopf"):
-            message = record.getMessage()
             found = _KOPF_ATTEMPT.match(message)
-            if found is None:
-                return True
-            if found.group(2) == "will retry" and found.group(1) != "1":
-                return False
-            record.msg, record.args = shorten(message), None
-            return True
-        if record.name.startswith("urllib3"):
-            return not record.getMessage().startswith(_URLLIB3_RETRY)
+            if found is not None:
+                if found.group(2) == "will retry" and found.group(1) != "1":
+                    return False
+                message = shorten(message)
+        elif record.name.startswith("urllib3") and message.startswith(_URLLIB3_RETRY):
+            return False
+        if len(message) > MAX_LOG_MESSAGE:
+            message = message[: MAX_LOG_MESSAGE - 3] + "..."
+        if message is not record.msg or record.args:
+            record.msg, record.args = message, None
         return True
 
 
