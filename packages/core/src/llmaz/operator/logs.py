@@ -74,8 +74,7 @@ class RetryNoise(logging.Filter):
             return False
         if len(message) > MAX_LOG_MESSAGE:
             message = message[: MAX_LOG_MESSAGE - 3] + "..."
-        if message is not record.msg or record.args:
-            record.msg, record.args = message, None
+        record.msg, record.args = message, None
         return True
 
 

@@ -223,6 +223,11 @@ def _available(status: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     return None
 
 
+def _waiting(cond: Mapping[str, Any]) -> bool:
+    """Whether an ``Available`` condition is ``False`` with a reason that resolves by waiting."""
+    return cond.get("status") == "False" and cond.get("reason") in WAITING_REASONS
+
+
 def progress_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
     """Whether ``desired`` only says a rollout is under way: ``Available`` is ``False`` with a waiting
     reason (``Pending``, ``Loading``, ``Starting``), and so was it before, for the same generation, or
@@ -232,15 +237,11 @@ def progress_only(current: Mapping[str, Any] | None, desired: Mapping[str, Any])
     ``Available``). Becoming available, losing availability, a failure, a blocked render and a spec
     change are never held back."""
     before, after = _available(current), _available(desired)
-    if after is None or after.get("status") != "False" or after.get("reason") not in WAITING_REASONS:
+    if after is None or not _waiting(after):
         return False
     if before is None:
         return True
-    return (
-        before.get("status") == "False"
-        and before.get("reason") in WAITING_REASONS
-        and before.get("observedGeneration") == after.get("observedGeneration")
-    )
+    return _waiting(before) and before.get("observedGeneration") == after.get("observedGeneration")
 
 
 def same_reason(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> bool:
@@ -262,9 +263,7 @@ def event_wanted(current: Mapping[str, Any] | None, *, warning: bool) -> bool:
     if warning:
         return True
     before = _available(current)
-    return (
-        before is not None and before.get("status") == "False" and before.get("reason") not in WAITING_REASONS
-    )
+    return before is not None and before.get("status") == "False" and not _waiting(before)
 
 
 def transitions(current: Mapping[str, Any] | None, desired: Mapping[str, Any]) -> list[tuple[str, str, str]]:
