@@ -1097,6 +1097,22 @@ def test_converged_operator_is_quiet_and_exports_metrics(
     assert samples[("llmaz_queue_depth", None)] == 0  # converged: nothing waiting
     assert samples[("llmaz_leader", None)] == 1
     assert samples[("llmaz_api_writes_total", "PATCH")] > 0
+    events = {
+        s.labels["resource"]: s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == "llmaz_watch_events_total"
+    }
+    # the Playground, its inference Service, its LWS and -lb Service and its pod were all seen
+    for resource in (
+        "playgrounds.inference.llmaz.io",
+        "services.inference.llmaz.io",
+        "leaderworkersets.leaderworkerset.x-k8s.io",
+        "services",
+        "pods",
+        "openmodels.llmaz.io",
+    ):
+        assert events.get(resource, 0) >= 1, (resource, events)
     assert operator.http(operator.health_port, "/healthz") == (200, "ok\n")
     assert operator.http(operator.health_port, "/readyz") == (200, "leader\n")
 

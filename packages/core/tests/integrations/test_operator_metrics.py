@@ -24,6 +24,7 @@ def test_every_declared_operator_series_is_exported() -> None:
     metrics.errors.labels(kind="Playground").inc(0)
     metrics.managed.labels(kind="Playground").set(1)
     metrics.count_write("PATCH", "services")
+    metrics.count_event("pods")
     exported = exported_series(metrics)
     missing = set(OPERATOR_METRICS) - exported
     assert not missing, f"declared in OPERATOR_METRICS but not exported: {sorted(missing)}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
@@ -19,7 +20,7 @@ __all__ = ["Metrics"]
 
 
 class Metrics:
-    """Reconciles, errors, durations, managed objects, queue depth, writes and leadership."""
+    """Reconciles, errors, durations, managed objects, queue depth, writes, leadership and watch events."""
 
     def __init__(self, kinds: Iterable[str] = ()) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -38,6 +39,8 @@ class Metrics:
         self.queue_depth = self._gauge("llmaz_queue_depth")
         self.writes = self._counter("llmaz_api_writes")
         self.leader = self._gauge("llmaz_leader")
+        self.watch_events = self._counter("llmaz_watch_events")
+        self._events_of: dict[str, Any] = {}  # resource -> its series (one lookup per resource)
         for kind in kinds:  # every per-kind series from the start, at 0: a dashboard sees no gaps
             self.reconciles.labels(kind=kind)
             self.errors.labels(kind=kind)
@@ -53,6 +56,14 @@ class Metrics:
 
     def count_write(self, verb: str, resource: str) -> None:
         self.writes.labels(verb=verb, resource=resource).inc()
+
+    def count_event(self, resource: str) -> None:
+        """One watch event of ``resource`` handled (called for every event: the series is looked up
+        once per resource)."""
+        series = self._events_of.get(resource)
+        if series is None:
+            series = self._events_of[resource] = self.watch_events.labels(resource=resource)
+        series.inc()
 
     @contextmanager
     def reconciling(self, kind: str) -> Iterator[None]:

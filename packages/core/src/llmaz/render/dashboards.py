@@ -126,7 +126,7 @@ def engine_dashboard(backend: Backend) -> dict[str, Any] | None:
 
 def operator_dashboard() -> dict[str, Any]:
     """The operator's dashboard: reconcile rate, errors and latency, watched objects, API writes,
-    queue depth, leadership and process use."""
+    watch events, queue depth, leadership and process use."""
     duration = "sum by (le, kind) (rate(llmaz_reconcile_duration_seconds_bucket[5m]))"
     specs: list[tuple[str, list[tuple[str, str]], str]] = [
         (
@@ -142,6 +142,11 @@ def operator_dashboard() -> dict[str, Any]:
         (
             "API writes per second",
             [("sum by (verb, resource) (rate(llmaz_api_writes_total[5m]))", "{{verb}} {{resource}}")],
+            "ops",
+        ),
+        (
+            "Watch events per second",
+            [("sum by (resource) (rate(llmaz_watch_events_total[5m]))", "{{resource}}")],
             "ops",
         ),
         (

@@ -59,6 +59,12 @@ OPERATOR_METRIC_FAMILIES: tuple[OperatorMetric, ...] = (
         ("verb", "resource"),
     ),
     OperatorMetric("llmaz_leader", "gauge", "1 while this process is the leader."),
+    OperatorMetric(
+        "llmaz_watch_events",
+        "counter",
+        "Watch events the operator handled, per resource (plural.group; the initial listing included).",
+        ("resource",),
+    ),
 )
 """The operator's own metric families: the one home of their names, types, help and labels."""
 

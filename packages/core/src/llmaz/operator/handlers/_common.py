@@ -24,6 +24,19 @@ def runtime(memo: kopf.Memo, indexes: Mapping[str, Any]) -> Runtime:
     return rt
 
 
+def watched(group: str, plural: str) -> str:
+    """The ``resource`` label of ``llmaz_watch_events_total``: ``plural.group`` as kubectl names a
+    resource (``pods``, ``leaderworkersets.leaderworkerset.x-k8s.io``)."""
+    return f"{plural}.{group}" if group else plural
+
+
+def count_event(memo: kopf.Memo, resource: str) -> None:
+    """One watch event of ``resource`` handled: called once per event, by the first handler of each
+    watched resource (not by a second one, e.g. the integrations' of Playgrounds)."""
+    rt: Runtime = memo[MEMO_KEY]
+    rt.metrics.count_event(resource)
+
+
 def event_type(event: Mapping[str, Any]) -> str | None:
     """``ADDED``/``MODIFIED``/``DELETED``, or ``None`` for the initial listing."""
     value = event.get("type")
@@ -73,6 +86,7 @@ def register_referenced_kind(
     reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``).
     """
     inputs = InputDigests()
+    resource = watched(kind.group, kind.plural)
 
     @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
     async def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
@@ -82,6 +96,7 @@ def register_referenced_kind(
     async def referenced_event(
         event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
     ) -> None:
+        count_event(memo, resource)
         rt = runtime(memo, kw)
         change = event_type(event)
         if change != "DELETED":

@@ -16,7 +16,7 @@ import kopf
 
 from llmaz.api.conventions import LABEL_MODEL_NAME
 from llmaz.operator.engine import enqueue_now, enqueue_soon
-from llmaz.operator.handlers._common import event_type, runtime
+from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.runtime import IDX_PODS, Packed
 from llmaz.render.objects import LWS_NAME_LABEL
 
@@ -63,6 +63,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def pod_event(
         event: kopf.RawEvent, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
     ) -> None:
+        count_event(memo, PLURAL)
         if event_type(event) is None:
             return  # initial listing: the owners' own listing reconciles them
         rt = runtime(memo, kw)
