@@ -363,14 +363,28 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
     return proc, log, f"system:serviceaccount:{SA_NS}:{SA}", metrics
 
 
-def reconciles(port: int) -> dict[str, float]:
-    """``llmaz_reconciles_total`` by kind, from the operator's metrics endpoint."""
+def counters(port: int) -> dict[str, dict[str, float]]:
+    """From the operator's metrics endpoint: ``llmaz_reconciles_total`` by kind (``reconciles``) and
+    ``llmaz_watch_events_total`` by resource (``watch_events``)."""
     import urllib.request
 
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
         text = answer.read().decode()
-    found = re.findall(r'^llmaz_reconciles_total\{kind="(\w+)"\} ([0-9.e+]+)$', text, re.MULTILINE)
-    return {kind: float(value) for kind, value in found}
+    out: dict[str, dict[str, float]] = {}
+    for key, metric, label in (("reconciles", "llmaz_reconciles_total", "kind"),
+                               ("watch_events", "llmaz_watch_events_total", "resource")):  # fmt: skip
+        found = re.findall(rf'^{metric}\{{{label}="([^"]+)"\}} ([0-9.e+]+)$', text, re.MULTILINE)
+        out[key] = {name: float(value) for name, value in found}
+    return out
+
+
+def per_playground(
+    counts: dict[str, float], n: int, before: dict[str, float] | None = None
+) -> dict[str, float]:
+    """``counts`` (minus ``before``) per Playground, largest first."""
+    base = before or {}
+    out = {k: round((v - base.get(k, 0.0)) / n, 2) for k, v in counts.items()}
+    return dict(sorted(((k, v) for k, v in out.items() if v), key=lambda kv: -kv[1]))
 
 
 # ----------------------------------------------------------------------------- audit log
@@ -589,6 +603,7 @@ def run_one(  # noqa: PLR0917
             # ---- operator phase
             w = watches[OP_NS] = Namespace.watch(api, OP_NS)
             time.sleep(1.0)
+            counted0 = counters(metrics_port)  # the start-up listing is not the Playgrounds' work
             cpu0, wall0 = stats.read()[0], time.time()
             t0, t_created, retries = create_all(api, [playground(i) for i in range(n)], concurrency)
             progress = lambda: (  # noqa: E731
@@ -597,6 +612,7 @@ def run_one(  # noqa: PLR0917
                 f"Available {sum(1 for x in names if x in w.pl.ready)}"
             )
             t_children = wait_for(lambda: w.all_children(names), "every child", timeout, progress)
+            counted_children = counters(metrics_port)
             if spy is not None and profile_children_only:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
                 spy.wait(30)
@@ -607,7 +623,7 @@ def run_one(  # noqa: PLR0917
             )
             t_conv, wall_conv = time.monotonic(), time.time()
             cpu_conv = stats.cpu_at(t_conv + 1)
-            reconciled = reconciles(metrics_port)
+            counted = counters(metrics_port)
             if spy is not None:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
                 spy.wait(30)
@@ -618,7 +634,14 @@ def run_one(  # noqa: PLR0917
                 "isvc_s": round((w.all_of(w.isvc.exists, names) or t0) - t0, 2),
                 "lws_ready_s": round(t_lws - t0, 2),
                 "available_s": round(t_avail - t0, 2),
-                "reconciles_per_playground": {k: round(v / n, 2) for k, v in sorted(reconciled.items())},
+                "reconciles_per_playground": per_playground(counted["reconciles"], n),
+                # what kopf handed the operator: events of every watched resource, per Playground
+                "watch_events_per_playground": {
+                    "until_children": per_playground(
+                        counted_children["watch_events"], n, counted0["watch_events"]
+                    ),
+                    "until_available": per_playground(counted["watch_events"], n, counted0["watch_events"]),
+                },
             }
             print(f"  operator: {result['operator']}", flush=True)
             # ---- idle window
@@ -759,6 +782,11 @@ def _part(verb: str, resource: str) -> str:
     return "children"
 
 
+def _events(result: dict[str, Any], until: str) -> float:
+    by_resource = (result["operator"].get("watch_events_per_playground") or {}).get(until) or {}
+    return round(sum(by_resource.values()), 2)
+
+
 def _pair(result: dict[str, Any], key: str) -> str:
     lb = result.get("lb_services") or {}
     return " / ".join(str((lb.get(who) or {}).get(key)) for who in ("operator", "bulk"))
@@ -798,6 +826,10 @@ def table(results: list[dict[str, Any]]) -> str:
         (
             "  children / status / Events / shared InUse",
             lambda r: " / ".join(str(v) for v in r["api"]["writes_per_playground_by_part"].values()),
+        ),
+        (
+            "watch events per Playground the operator handled: until every child / until Available",
+            lambda r: " / ".join(str(_events(r, k)) for k in ("until_children", "until_available")),
         ),
         (
             "reconciles per Playground: Playground / inference Service",
