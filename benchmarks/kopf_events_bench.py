@@ -1,13 +1,13 @@
 """CPU per watch event through kopf's own event processing, with the operator's handlers and with
 no-op handlers (issue 15: what one event costs the operator before any reconcile).
 
-Events are fed to ``kopf._core.reactor.processing.process_resource_event`` (what kopf's per-object
-workers call for every event of a watch) one after another on one event loop, and the process's
-CPU time is divided by their number. The LeaderWorkerSet is the one ``llmaz render`` makes of
-``docs/examples/huggingface/playground.yaml``, with the fields the API server and the LWS
-controller add; it has no owner, so the operator's handler queues no reconcile (this measures
-the event, not a reconcile). Pods are fed as initial-listing events, which the pod handler only
-records.
+Events are replayed through kopf's own event processing (:func:`llmaz.operator.replay.replay`:
+what kopf's per-object workers do for every event of a watch) one after another on one event
+loop, and the process's CPU time is divided by their number. The LeaderWorkerSet is the one
+``llmaz render`` makes of ``docs/examples/huggingface/playground.yaml``, with the fields the API
+server and the LWS controller add; it has no owner, so the operator's handler queues no
+reconcile (this measures the event, not a reconcile). Pods are fed as initial-listing events,
+which the pod handler only records.
 
 Run: ``.venv/bin/python benchmarks/kopf_events_bench.py [EVENTS]``. It is a benchmark, not a test:
 it prints a table and never fails on a number.
@@ -16,28 +16,19 @@ it prints a table and never fails on a number.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import copy
-import time
 import timeit
 from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import kopf
 import yaml
-from kopf._core.actions import lifecycles
-from kopf._core.engines import indexing
-from kopf._core.reactor import inventory, processing
 
 from llmaz.api.conventions import LABEL_MODEL_NAME, MANAGED_BY, MANAGER
-from llmaz.operator.config import OperatorConfig
 from llmaz.operator.handlers import build_registry
-from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.handlers.lifecycle import configure
-from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import Runtime, pack
+from llmaz.operator.replay import replay
+from llmaz.operator.runtime import pack
 from llmaz.plugins.manager import PluginManager
 from llmaz.render.manifests import render_manifests
 from llmaz.render.objects import LWS_NAME_LABEL
@@ -87,40 +78,7 @@ def serving_pod(i: int) -> dict[str, Any]:
 
 def cpu_per_event(registry: kopf.OperatorRegistry, resource: kopf.Resource, events: list[Any]) -> float:
     """Microseconds of process CPU per event."""
-    rt = Runtime(
-        config=OperatorConfig(),
-        plugins=None,  # type: ignore[arg-type]
-        kube=None,  # type: ignore[arg-type]
-        metrics=Metrics(),
-        identity="bench",
-    )
-    settings = kopf.OperatorSettings()
-    configure(settings, SimpleNamespace(config=rt.config))  # type: ignore[arg-type]
-    indexers = indexing.OperatorIndexers()
-    indexers.ensure(registry._indexing.get_all_handlers())
-    memobase = kopf.Memo()
-    memobase[MEMO_KEY] = rt
-
-    async def feed() -> float:
-        memories = inventory.ResourceMemories()
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        start = time.process_time()
-        for event in events:
-            await processing.process_resource_event(
-                lifecycle=lifecycles.all_at_once,
-                indexers=indexers,
-                registry=registry,
-                settings=settings,
-                memories=memories,
-                memobase=memobase,
-                resource=resource,
-                raw_event=event,
-                event_queue=queue,
-                no_throttling=True,
-            )
-        return (time.process_time() - start) / len(events) * 1e6
-
-    return asyncio.run(feed())
+    return replay([(resource, event) for event in events], registry=registry) / len(events) * 1e6
 
 
 def noop_registry(*, index: bool) -> kopf.OperatorRegistry:

@@ -1,26 +1,17 @@
 """``llmaz_watch_events_total``: one count per watch event and resource, whatever number of handlers
-the operator registered for that resource. Events go through kopf's own event processing
-(:func:`kopf._core.reactor.processing.process_resource_event`) with the operator's real registry and
-settings; they are initial-listing events, which these handlers only record (no API request)."""
+the operator registered for that resource. Events go through kopf's own event processing with the
+operator's real registry and settings (:func:`llmaz.operator.replay.replay`); they are
+initial-listing events, which these handlers only record (no API request)."""
 
 from __future__ import annotations
 
-import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import kopf
-from kopf._core.actions import lifecycles
-from kopf._core.engines import indexing
-from kopf._core.reactor import inventory, processing
 
 from llmaz.api.conventions import LABEL_MODEL_NAME, MANAGED_BY, MANAGER
-from llmaz.operator.config import OperatorConfig
-from llmaz.operator.handlers import build_registry
-from llmaz.operator.handlers._common import MEMO_KEY, watched
-from llmaz.operator.handlers.lifecycle import configure
-from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.handlers._common import watched
+from llmaz.operator.replay import offline_runtime, replay
 from llmaz.render.objects import LWS_NAME_LABEL
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
 
@@ -37,42 +28,11 @@ def _object(name: str, labels: dict[str, str], namespace: str | None = "ns") -> 
 
 
 def _counted(events: list[tuple[kopf.Resource, dict[str, Any]]]) -> dict[str, float]:
-    metrics = Metrics()
-    rt = Runtime(
-        config=OperatorConfig(),
-        plugins=None,  # type: ignore[arg-type]
-        kube=None,  # type: ignore[arg-type]
-        metrics=metrics,
-        identity="unit",
-    )
-    registry = build_registry()
-    settings = kopf.OperatorSettings()
-    configure(settings, SimpleNamespace(config=rt.config))  # type: ignore[arg-type]
-    indexers = indexing.OperatorIndexers()
-    indexers.ensure(registry._indexing.get_all_handlers())
-    memobase = kopf.Memo()
-    memobase[MEMO_KEY] = rt
-
-    async def feed() -> None:
-        memories = inventory.ResourceMemories()
-        for resource, body in events:
-            await processing.process_resource_event(
-                lifecycle=lifecycles.all_at_once,
-                indexers=indexers,
-                registry=registry,
-                settings=settings,
-                memories=memories,
-                memobase=memobase,
-                resource=resource,
-                raw_event={"type": None, "object": body},
-                event_queue=asyncio.Queue(),
-                no_throttling=True,
-            )
-
-    asyncio.run(feed())
+    rt = offline_runtime()
+    replay([(resource, {"type": None, "object": body}) for resource, body in events], rt=rt)
     out: dict[str, float] = {}
     for resource in (watched("", "pods"), watched("", "nodes"), watched(LWS.group, LWS.plural)):
-        value = metrics.registry.get_sample_value("llmaz_watch_events_total", {"resource": resource})
+        value = rt.metrics.registry.get_sample_value("llmaz_watch_events_total", {"resource": resource})
         out[resource] = value or 0.0
     return out
 
