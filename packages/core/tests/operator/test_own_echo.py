@@ -56,6 +56,9 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return calls
 
 
+PODS = kopf.Resource("", "v1", "pods")
+
+
 def _handler(handler_id: str) -> Any:
     registry = build_registry()
     return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
@@ -65,7 +68,9 @@ def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> N
     fn = _handler(handler_id)
     memo = kopf.Memo()
     memo[MEMO_KEY] = rt
-    asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo))
+    group, _, version = str(body["apiVersion"]).rpartition("/")
+    resource = kopf.Resource(group, version, str(body["kind"]).lower() + "s")  # as kopf passes it
+    asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo, resource=resource))
 
 
 def _applied(
@@ -247,7 +252,7 @@ def pod_events(
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
         }
         event = {"type": kind, "object": pod}
-        await fn(event=event, body=kopf.Body(pod), memo=memo, namespace="ns", labels=labels)
+        await fn(event=event, body=kopf.Body(pod), memo=memo, namespace="ns", labels=labels, resource=PODS)
 
     return deliver, queued
 

@@ -30,11 +30,20 @@ def watched(group: str, plural: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-def count_event(memo: kopf.Memo, resource: str) -> None:
-    """One watch event of ``resource`` handled: called once per event, by the first handler of each
-    watched resource (not by a second one, e.g. the integrations' of Playgrounds)."""
+_LABELS: dict[tuple[str, str], str] = {}
+
+
+def count_event(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> None:
+    """One watch event handled, of the resource kopf names in the handler's ``kwargs``: called once
+    per event, by the first handler of each watched resource (not by a second one, e.g. the
+    integrations' of Playgrounds)."""
+    resource: kopf.Resource = kwargs["resource"]
+    key = (resource.group, resource.plural)
+    label = _LABELS.get(key)
+    if label is None:
+        label = _LABELS[key] = watched(*key)
     rt: Runtime = memo[MEMO_KEY]
-    rt.metrics.count_event(resource)
+    rt.metrics.count_event(label)
 
 
 def event_type(event: Mapping[str, Any]) -> str | None:
@@ -86,7 +95,6 @@ def register_referenced_kind(
     reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``).
     """
     inputs = InputDigests()
-    resource = watched(kind.group, kind.plural)
 
     @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
     async def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
@@ -96,7 +104,7 @@ def register_referenced_kind(
     async def referenced_event(
         event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
     ) -> None:
-        count_event(memo, resource)
+        count_event(memo, kw)
         rt = runtime(memo, kw)
         change = event_type(event)
         if change != "DELETED":

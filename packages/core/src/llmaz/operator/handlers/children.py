@@ -13,7 +13,7 @@ import kopf
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import enqueue
-from llmaz.operator.handlers._common import InputDigests, count_event, event_type, runtime, watched
+from llmaz.operator.handlers._common import InputDigests, count_event, event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import CHILD_KINDS, controller_uid, owned_index_id, pack
 
@@ -59,11 +59,10 @@ def _register_kind(  # noqa: PLR0917
         return  # inference Services reconcile their Playground in .service
 
     inputs = InputDigests()
-    resource = watched(group, plural)
 
     @kopf.on.event(group, version, plural, id=f"llmaz-child-{kind}", labels=labels, registry=registry)
     async def child_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
-        count_event(memo, resource)
+        count_event(memo, kw)
         kind_ = event_type(event)
         if not inputs.changed(event, body) or kind_ is None:
             # a status-only change (the LeaderWorkerSet controller updates its status many times

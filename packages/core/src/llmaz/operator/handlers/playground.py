@@ -12,7 +12,7 @@ from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
-from llmaz.operator.handlers._common import count_event, event_type, runtime, watched
+from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.runtime import (
     IDX_PLAYGROUND_REFS,
     IDX_PLAYGROUNDS,
@@ -21,7 +21,6 @@ from llmaz.operator.runtime import (
 )
 
 GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
-RESOURCE = watched(GROUP, PLURAL)
 
 
 def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -49,7 +48,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
-        count_event(memo, RESOURCE)
+        count_event(memo, kw)
         rt = runtime(memo, kw)
         uid = uid_of(body)
         refs = set() if event_type(event) == "DELETED" else set(references(dict(body.get("spec") or {})))

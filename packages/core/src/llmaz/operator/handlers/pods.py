@@ -63,7 +63,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def pod_event(
         event: kopf.RawEvent, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
     ) -> None:
-        count_event(memo, PLURAL)
+        count_event(memo, kw)
         if event_type(event) is None:
             return  # initial listing: the owners' own listing reconciles them
         rt = runtime(memo, kw)

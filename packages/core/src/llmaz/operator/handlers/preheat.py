@@ -11,7 +11,7 @@ import kopf
 
 from llmaz.api import OpenModel
 from llmaz.operator import usage
-from llmaz.operator.handlers._common import count_event, event_type, runtime, watched
+from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.preheat import marked, reconcile_preheat
 from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, pack
@@ -49,7 +49,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def node_event(
         event: kopf.RawEvent, name: str, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
     ) -> None:
-        count_event(memo, "nodes")
+        count_event(memo, kw)
         change = event_type(event)
         if change == "DELETED":
             node_seen.pop(name, None)
@@ -84,7 +84,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def job_event(
         event: kopf.RawEvent, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
     ) -> None:
-        count_event(memo, watched(JOB_GROUP, JOB_PLURAL))
+        count_event(memo, kw)
         change = event_type(event)
         if change is None:
             return  # initial listing: the models' own listing reconciles them
@@ -108,7 +108,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def pod_event(
         event: kopf.RawEvent, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
     ) -> None:
-        count_event(memo, "pods")  # (the serving pods' own handler counts theirs: disjoint labels)
+        count_event(memo, kw)  # (the serving pods' own handler counts theirs: disjoint labels)
         if event_type(event) is None or not loader_cause(body):
             return  # only a failure line changes what the status says
         usage.mark(runtime(memo, kw), [("model", str(labels[LABEL_PREHEAT_MODEL]))])

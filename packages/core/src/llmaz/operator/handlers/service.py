@@ -14,11 +14,10 @@ import kopf
 from llmaz.api import Service
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
-from llmaz.operator.handlers._common import count_event, event_type, runtime, watched
+from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, pack, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
-RESOURCE = watched(GROUP, PLURAL)
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
@@ -33,7 +32,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
-        count_event(memo, RESOURCE)
+        count_event(memo, kw)
         rt = runtime(memo, kw)
         kind = event_type(event)
         uid = uid_of(body)
