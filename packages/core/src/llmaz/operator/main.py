@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -54,6 +55,22 @@ def load_plugins() -> PluginManager:
     return PluginManager.from_environment(check_rules=False)
 
 
+YOUNG_GENERATION = 7000
+"""Allocations between two collections of the youngest generation (Python's default is 700)."""
+
+
+def tune_gc() -> None:
+    """Keep the cyclic garbage collector off what lives as long as the process: everything imported
+    and built at start-up goes to the permanent generation (:func:`gc.freeze`), and the youngest
+    generation is collected ten times less often, so the older ones are too. Garbage collection
+    was 7.5 % of the operator's CPU at N = 300 Playgrounds (1.63 of 21.6 s, two thirds of it full
+    collections walking the start-up heap); with this 0.84 s, converging took 6 % less CPU and
+    RSS grew by 1.6 MB (issue 15)."""
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(YOUNG_GENERATION, middle, old)
+
+
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics = Metrics(kinds=RECONCILERS)
     # API calls run in threads: as many as objects reconciled at once, twice that for child
@@ -69,6 +86,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         ", ".join(sorted(plugins.autoscalers)) or "none",
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
+    tune_gc()  # after the imports and plugins: they live as long as the process
     # child writes get threads of their own: at N = 100 Playgrounds they waited behind status
     # writes and Events for the shared ones; two per worker, as a reconcile applies an LWS and its
     # -lb Service at the same time, and the creates in the background take at most half as many
