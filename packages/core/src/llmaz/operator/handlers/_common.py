@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import kopf
@@ -35,8 +35,8 @@ _LABELS: dict[tuple[str, str], str] = {}
 
 def count_event(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> None:
     """One watch event handled, of the resource kopf names in the handler's ``kwargs``: called once
-    per event, by the first handler of each watched resource (not by a second one, e.g. the
-    integrations' of Playgrounds)."""
+    per event, by the event handler of each watched resource (one per resource: a second one,
+    e.g. the preheat's of OpenModels, does not count)."""
     resource: kopf.Resource = kwargs["resource"]
     key = (resource.group, resource.plural)
     label = _LABELS.get(key)
@@ -87,12 +87,14 @@ def register_referenced_kind(
     *,
     index_id: str,
     ref: str,
+    also: Callable[[kopf.Memo, Mapping[str, Any], str], None] | None = None,
 ) -> None:
     """Handlers of a kind that Playgrounds and Services reference by name (OpenModel, BackendRuntime).
 
     Indexed by name under ``index_id``; every event queues a refresh of its ``InUse`` status; a change of what
     dependents render from reconciles each Playground and Service referencing it (``ref`` is the
-    reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``).
+    reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``). ``also`` is called
+    with ``(memo, event, name)`` for every event (the integrations' for OpenModels).
     """
     inputs = InputDigests()
 
@@ -106,6 +108,8 @@ def register_referenced_kind(
     ) -> None:
         count_event(memo, kw)
         rt = runtime(memo, kw)
+        if also is not None:
+            also(memo, event, name)
         change = event_type(event)
         if change != "DELETED":
             usage.mark(rt, [(ref, name)])  # rate-limited: our own status writes come back here

@@ -12,6 +12,7 @@ from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
+from llmaz.operator.handlers import integrations
 from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.runtime import (
     IDX_PLAYGROUND_REFS,
@@ -50,6 +51,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
         count_event(memo, kw)
         rt = runtime(memo, kw)
+        integrations.workload_event(memo, event, body)
         uid = uid_of(body)
         refs = set() if event_type(event) == "DELETED" else set(references(dict(body.get("spec") or {})))
         if refs != rt.references.get(uid):

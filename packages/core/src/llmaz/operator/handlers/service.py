@@ -14,6 +14,7 @@ import kopf
 from llmaz.api import Service
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
+from llmaz.operator.handlers import integrations
 from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, pack, uid_of
 
@@ -34,6 +35,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
         count_event(memo, kw)
         rt = runtime(memo, kw)
+        integrations.workload_event(memo, event, body)
         kind = event_type(event)
         uid = uid_of(body)
         models = ((body.get("spec") or {}).get("modelClaims") or {}).get("models") or []
