@@ -38,3 +38,25 @@ def test_spec_labels_and_deletion_reach_dependents() -> None:
     assert inputs.changed({"type": "MODIFIED"}, relabelled)
     assert inputs.changed({"type": "DELETED"}, relabelled)
     assert inputs.changed({"type": "ADDED"}, relabelled)  # recreated with the same content
+
+
+def test_equal_content_is_unchanged_however_the_decoder_shared_its_strings() -> None:
+    """JSON decoders reuse one string object for repeated keys; whether two equal bodies share their
+    strings or not must not make an event look like a change (a needless reconcile)."""
+    inputs = InputDigests()
+    shared = "model-runner"
+    first = model("1", containers=[{"name": shared}, {"name": shared}])
+    inputs.changed({"type": None}, first)
+    again = model("2", containers=[{"name": "".join(["model-", "runner"])}, {"name": "model-runner"[:]}])
+    assert not inputs.changed({"type": "MODIFIED"}, again)
+    assert inputs.changed({"type": "MODIFIED"}, model("3", containers=[{"name": "other"}]))
+
+
+def test_values_marshal_does_not_take_are_still_compared() -> None:
+    import datetime
+
+    inputs = InputDigests()
+    stamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+    inputs.changed({"type": None}, model("1", since=stamp))
+    assert not inputs.changed({"type": "MODIFIED"}, model("2", since=stamp))
+    assert inputs.changed({"type": "MODIFIED"}, model("3", since=stamp + datetime.timedelta(seconds=1)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import marshal
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -60,7 +61,7 @@ class InputDigests:
     change of what the operator applied, or a deletion, needs a repair; issue 15)."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, str] = {}
+        self._seen: dict[str, bytes] = {}
 
     def changed(self, event: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
         meta = body.get("metadata") or {}
@@ -74,11 +75,23 @@ class InputDigests:
             meta.get("annotations"),
             meta.get("deletionTimestamp"),
         ]
-        digest = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+        digest = hashlib.blake2b(_serialized(inputs), digest_size=16).digest()
         if self._seen.get(uid) == digest:
             return False
         self._seen[uid] = digest
         return True
+
+
+def _serialized(data: Any) -> bytes:
+    """``data`` (decoded JSON) as bytes, the same for the same content in the same key order: marshal
+    (format 2, without back-references, so shared objects do not change the bytes) is ~10 x faster
+    than ``json.dumps`` with sorted keys, which was ~150 us of every LeaderWorkerSet event (issue
+    15). The API server writes an object's keys in the same order every time; were they ever not,
+    the cost is one unneeded reconcile. JSON for anything marshal does not take."""
+    try:
+        return marshal.dumps(data, 2)
+    except ValueError:
+        return json.dumps(data, sort_keys=True, default=str).encode()
 
 
 def register_referenced_kind(
