@@ -7,7 +7,16 @@ import pickle
 import sys
 from typing import Any
 
-from llmaz.operator.runtime import IDX_OWNED, IDX_PLAYGROUNDS, Indexes, Packed, pack, parsed_entries
+from llmaz.operator.handlers import playground, service
+from llmaz.operator.runtime import (
+    IDX_OWNED,
+    IDX_PLAYGROUNDS,
+    IDX_SERVICES,
+    Indexes,
+    Packed,
+    pack,
+    parsed_entries,
+)
 
 LWS_INDEX = IDX_OWNED + "leaderworkerset_x_k8s_io_leaderworkerset"
 
@@ -108,3 +117,59 @@ def test_a_namespace_read_returns_only_that_namespace() -> None:
     )
     assert idx.playgrounds_in("ns") == [{"metadata": {"name": "a", "namespace": "ns"}}]
     assert idx.playgrounds_in("none") == []
+
+
+def _as_kopf_keeps(*entries: dict[Any, Any]) -> dict[Any, list[Any]]:
+    """An index as kopf keeps it: each key with the values the objects' index handlers returned."""
+    index: dict[Any, list[Any]] = {}
+    for each in entries:
+        for key, value in each.items():
+            index.setdefault(key, []).append(value)
+    return index
+
+
+def _workload(kind: str, namespace: str, name: str, spec: dict[str, Any], owner: str | None = None) -> dict:
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}"}
+    if owner:
+        meta["labels"] = {"app.kubernetes.io/managed-by": "llmaz"}
+        meta["ownerReferences"] = [{"kind": "Playground", "name": name, "uid": owner, "controller": True}]
+    return {"apiVersion": "inference.llmaz.io/v1alpha1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def test_one_index_per_workload_kind_answers_names_references_owners_and_counts() -> None:
+    """Playgrounds and inference Services each have one kopf index (one handler run per event)
+    holding the objects, their references and, for Services, their owner; every read sees only
+    what it asks for, even where a namespace is named like a reference kind."""
+    claim = {"modelClaim": {"modelName": "qwen"}}
+    playgrounds = [
+        _workload("Playground", "ns", "a", claim),
+        _workload(
+            "Playground", "model", "qwen", {**claim, "backendRuntimeConfig": {"backendName": "sglang"}}
+        ),
+    ]
+    services = [
+        _workload("Service", "ns", "a", {"modelClaims": {"models": [{"name": "qwen"}]}}, owner="pg-a"),
+        _workload("Service", "ns", "own", {"modelClaims": {"models": [{"name": "llama"}]}}),  # a user's
+    ]
+    idx = Indexes(
+        {
+            IDX_PLAYGROUNDS: _as_kopf_keeps(*(playground.index_entries(b) for b in playgrounds)),
+            IDX_SERVICES: _as_kopf_keeps(*(service.index_entries(b) for b in services)),
+        }
+    )
+    assert idx.playground_count() == 2
+    assert idx.service_count() == 2
+    assert sorted(p["metadata"]["name"] for p in idx.playgrounds()) == ["a", "qwen"]
+    assert [p["metadata"]["name"] for p in idx.playgrounds_in("model")] == ["qwen"]
+    assert [s["metadata"]["name"] for s in idx.services_in("ns")] == ["a", "own"]
+    assert idx.playground("model", "qwen") is not None
+    assert idx.dependents("model", "qwen") == [
+        ("Playground", "model", "qwen"),
+        ("Playground", "ns", "a"),
+        ("Service", "ns", "a"),
+    ]
+    assert idx.dependents("backend", "sglang") == [("Playground", "model", "qwen")]
+    assert idx.dependents("model", "llama") == [("Service", "ns", "own")]
+    assert [s["metadata"]["name"] for s in idx.owned("pg-a")] == ["a"]
+    assert idx.owned_versions("pg-a") == [("inference.llmaz.io/v1alpha1/Service/a", 0)]
+    assert idx.owned("uid-ns-own") == []  # a user's Service is nobody's child

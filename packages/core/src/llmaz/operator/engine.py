@@ -709,29 +709,24 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     (:func:`enqueue`), which never run one object twice at the same time."""
     kind = str(snap.get("kind"))
     uid = uid_of(snap)
+    if snap["metadata"].get("deletionTimestamp"):
+        return  # being deleted: garbage collection removes the children; nothing to write
     try:
-        if snap["metadata"].get("deletionTimestamp"):
-            return  # being deleted: garbage collection removes the children; nothing to write
-        try:
-            with rt.metrics.reconciling(kind):
-                await RECONCILERS[kind](rt, idx, snap)
-        except (KubeError, OSError) as err:
-            meta = snap["metadata"]
-            gone = status_target_gone(
-                err, str(snap.get("apiVersion")), kind, meta.get("namespace"), meta["name"]
-            )
-            if gone or namespace_terminating(err):  # no retry: the object is gone or going
-                log.debug("not reconciling %s %s/%s: %s", kind, meta.get("namespace"), meta["name"], err)
-            else:
-                _schedule_retry(rt, snap, err)
+        with rt.metrics.reconciling(kind):
+            await RECONCILERS[kind](rt, idx, snap)
+    except (KubeError, OSError) as err:
+        meta = snap["metadata"]
+        gone = status_target_gone(err, str(snap.get("apiVersion")), kind, meta.get("namespace"), meta["name"])
+        if gone or namespace_terminating(err):  # no retry: the object is gone or going
+            log.debug("not reconciling %s %s/%s: %s", kind, meta.get("namespace"), meta["name"], err)
         else:
-            if uid not in rt.creates_of:  # (a create in flight may still fail: its delay must grow)
-                rt.failures.pop(uid, None)
-                handle = rt.retries.pop(uid, None)
-                if handle is not None:
-                    handle.cancel()
-    finally:
-        record_managed(rt, idx)
+            _schedule_retry(rt, snap, err)
+    else:
+        if uid not in rt.creates_of:  # (a create in flight may still fail: its delay must grow)
+            rt.failures.pop(uid, None)
+            handle = rt.retries.pop(uid, None)
+            if handle is not None:
+                handle.cancel()
 
 
 def enqueue(rt: Runtime, kind: str, namespace: str, name: str, *, urgent: bool = False) -> None:
@@ -819,13 +814,6 @@ async def _work(rt: Runtime) -> None:
                     queue.waiting[key] = None
     finally:
         queue.workers -= 1
-
-
-def record_managed(rt: Runtime, idx: Indexes) -> None:
-    """``llmaz_objects_managed``: the Playgrounds and Services in the indexes (after every reconcile
-    and at each resync, so a deleted object leaves the count at the next of either)."""
-    rt.metrics.managed.labels(kind="Playground").set(idx.playground_count())
-    rt.metrics.managed.labels(kind="Service").set(idx.service_count())
 
 
 def _schedule_recheck(rt: Runtime, snap: Snapshot, delay: float | None) -> None:

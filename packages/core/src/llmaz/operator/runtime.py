@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from llmaz.api import Service as InferenceService
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.kube import Kube, ObjectKey
 from llmaz.operator.metrics import Metrics
@@ -33,9 +34,10 @@ Snapshot = dict[str, Any]
 IDX_MODELS = "llmaz_openmodels"
 IDX_RUNTIMES = "llmaz_backendruntimes"
 IDX_PLAYGROUNDS = "llmaz_playgrounds"
-IDX_PLAYGROUND_REFS = "llmaz_playground_refs"
+"""Playgrounds by ``(namespace, name)``, and their ``(namespace, name)`` by :class:`RefKey`."""
 IDX_SERVICES = "llmaz_services"
-IDX_SERVICE_REFS = "llmaz_service_refs"
+"""inference Services by ``(namespace, name)`` and, when a Playground controls them, by
+:class:`OwnerKey`; their ``(namespace, name)`` by :class:`RefKey`."""
 IDX_PODS = "llmaz_pods"
 """Serving pods by ``(namespace, LeaderWorkerSet name)``; the LeaderWorkerSet is named after its
 inference Service (and a Playground's Service after the Playground)."""
@@ -55,6 +57,35 @@ CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
     ("resource.k8s.io/v1", "ResourceClaimTemplate", "resourceclaimtemplates"),
 )
 """Kinds the operator creates and watches back: ``(apiVersion, kind, plural)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class RefKey:
+    """A model or backend a Playground or Service references (``ref`` is ``"model"`` or
+    ``"backend"``), as a key of :data:`IDX_PLAYGROUNDS` / :data:`IDX_SERVICES`.
+
+    Each kind has one index holding its objects by ``(namespace, name)`` and, under keys of their
+    own type (never equal to a tuple), its dependents by reference and its children by owner: kopf
+    runs every index handler of a resource for each of its events (~0.2 ms of CPU each), and
+    Playgrounds and Services have several events each (issue 15)."""
+
+    ref: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class OwnerKey:
+    """A controller owner's uid, as the key of its children in their kind's index."""
+
+    uid: str
+
+
+def owned_lookup(api_version: str, kind: str, owner_uid: str) -> tuple[str, Any]:
+    """``(index id, key)`` under which children of ``kind`` controlled by ``owner_uid`` are indexed:
+    inference Services in :data:`IDX_SERVICES`, other kinds in an index of their own."""
+    if api_version == InferenceService.api_version_string() and kind == InferenceService.kind_name():
+        return IDX_SERVICES, OwnerKey(owner_uid)
+    return owned_index_id(api_version, kind), owner_uid
 
 
 def owned_index_id(api_version: str, kind: str) -> str:
@@ -190,19 +221,28 @@ class Indexes:
         idx = self._raw.get(index)
         return [v for key in list(idx) for v in idx[key]] if idx is not None else []
 
-    def _in_namespace(self, index: str, namespace: str) -> list[Any]:
-        """Values of an index keyed by ``(namespace, name)`` in one namespace, others not unpickled."""
+    def _objects(self, index: str) -> list[Any]:
+        """The objects of a workload index (keyed by ``(namespace, name)``; :class:`RefKey` and
+        :class:`OwnerKey` entries left out)."""
         idx = self._raw.get(index)
         if idx is None:
             return []
-        return [_unpacked(v) for key in list(idx) if key[0] == namespace for v in idx[key]]
+        return [_unpacked(v) for key in list(idx) if type(key) is tuple for v in idx[key]]
+
+    def _in_namespace(self, index: str, namespace: str) -> list[Any]:
+        """The objects of a workload index in one namespace, others not unpickled."""
+        idx = self._raw.get(index)
+        if idx is None:
+            return []
+        return [
+            _unpacked(v) for key in list(idx) if type(key) is tuple and key[0] == namespace for v in idx[key]
+        ]
 
     def _count(self, index: str) -> int:
-        """Objects in an index keyed by object (one value per key), without listing them: counting by
-        listing every Playground and Service after each reconcile was a quarter of the operator's
-        CPU at N = 1000 (issue 15)."""
+        """Objects in a workload index, without unpickling them (that, after each reconcile, was a
+        quarter of the operator's CPU at N = 1000; issue 15)."""
         idx = self._raw.get(index)
-        return len(idx) if idx is not None else 0
+        return sum(1 for key in list(idx) if type(key) is tuple) if idx is not None else 0
 
     def model(self, name: str) -> Snapshot | None:
         found = self._values(IDX_MODELS, name)
@@ -227,7 +267,7 @@ class Indexes:
         return found[0] if found else None
 
     def playgrounds(self) -> list[Snapshot]:
-        return list(self._all(IDX_PLAYGROUNDS))
+        return self._objects(IDX_PLAYGROUNDS)
 
     def playgrounds_in(self, namespace: str) -> list[Snapshot]:
         return self._in_namespace(IDX_PLAYGROUNDS, namespace)
@@ -240,7 +280,7 @@ class Indexes:
         return found[0] if found else None
 
     def services(self) -> list[Snapshot]:
-        return list(self._all(IDX_SERVICES))
+        return self._objects(IDX_SERVICES)
 
     def services_in(self, namespace: str) -> list[Snapshot]:
         return self._in_namespace(IDX_SERVICES, namespace)
@@ -273,8 +313,9 @@ class Indexes:
     def dependents(self, ref: str, name: str) -> list[tuple[str, str, str]]:
         """``(kind, namespace, name)`` of Playgrounds/Services referencing model or backend ``name``
         (``ref`` is ``"model"`` or ``"backend"``)."""
-        out = [("Playground", ns, n) for ns, n in self._values(IDX_PLAYGROUND_REFS, (ref, name))]
-        out += [("Service", ns, n) for ns, n in self._values(IDX_SERVICE_REFS, (ref, name))]
+        key = RefKey(ref, name)
+        out = [("Playground", ns, n) for ns, n in self._values(IDX_PLAYGROUNDS, key)]
+        out += [("Service", ns, n) for ns, n in self._values(IDX_SERVICES, key)]
         return sorted(set(out))
 
     def owned_versions(self, owner_uid: str) -> list[tuple[str, int]]:
@@ -282,10 +323,11 @@ class Indexes:
         unpickled: what :attr:`Runtime.settled` compares."""
         out: list[tuple[str, int]] = []
         for api_version, kind, _ in CHILD_KINDS:
-            idx = self._raw.get(owned_index_id(api_version, kind))
-            if idx is None or owner_uid not in idx:
+            index, key = owned_lookup(api_version, kind, owner_uid)
+            idx = self._raw.get(index)
+            if idx is None or key not in idx:
                 continue
-            for value in idx[owner_uid]:
+            for value in idx[key]:
                 if isinstance(value, Packed):
                     out.append((value.key, value.version))
                 else:
@@ -297,7 +339,7 @@ class Indexes:
         wanted = list(kinds) if kinds is not None else [(a, k) for a, k, _ in CHILD_KINDS]
         out: list[Snapshot] = []
         for api_version, kind in wanted:
-            out += self._values(owned_index_id(api_version, kind), owner_uid)
+            out += self._values(*owned_lookup(api_version, kind, owner_uid))
         return out
 
 
@@ -425,6 +467,14 @@ class Runtime:
     """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
+
+    def __post_init__(self) -> None:
+        # llmaz_objects_managed is counted from the indexes when scraped, not after every reconcile
+        def counter(count: Callable[[Indexes], int]) -> Callable[[], int]:
+            return lambda: count(self.indexes) if self.indexes is not None else 0
+
+        self.metrics.managed.labels(kind="Playground").set_function(counter(lambda i: i.playground_count()))
+        self.metrics.managed.labels(kind="Service").set_function(counter(lambda i: i.service_count()))
 
     def lock(self, key: str) -> asyncio.Lock:
         lock = self.locks.get(key)

@@ -41,6 +41,8 @@ def _owner(body: kopf.Body) -> tuple[str, str] | None:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     for api_version, kind, plural in CHILD_KINDS:
+        if written_by_users(api_version):
+            continue  # inference Services: indexed and handled in .service
         group, _, version = api_version.rpartition("/")
         _register_kind(registry, group, version, plural, owned_index_id(api_version, kind), kind)
 
@@ -54,9 +56,6 @@ def _register_kind(  # noqa: PLR0917
     async def by_owner(body: kopf.Body, **_: Any) -> dict[Any, Any]:
         uid = controller_uid(body)
         return {uid: pack(body)} if uid else {}
-
-    if written_by_users(f"{group}/{version}"):
-        return  # inference Services reconcile their Playground in .service
 
     inputs = InputDigests()
 

@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
-from llmaz.operator.engine import enqueue_many, record_managed
+from llmaz.operator.engine import enqueue_many
 from llmaz.operator.handlers import pods, preheat
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.handlers.children import CHILD_SELECTOR, written_by_users
@@ -87,7 +87,6 @@ async def _resync(rt: Runtime) -> None:
             continue
         targets = [("Playground", *_key(s)) for s in idx.playgrounds()]
         targets += [("Service", *_key(s)) for s in idx.services()]
-        record_managed(rt, idx)
         log.debug("resync of %d objects", len(targets))
         enqueue_many(rt, targets)
 

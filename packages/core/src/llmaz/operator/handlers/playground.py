@@ -1,9 +1,10 @@
-"""Playground: indexed by name and by the model and backend it references; every event reconciles
-it, except our own status write coming back
+"""Playground: indexed by name and by the model and backend it references (one index); every event
+reconciles it, except our own status write coming back
 (:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -14,12 +15,7 @@ from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
 from llmaz.operator.handlers._common import count_event, event_type, runtime
-from llmaz.operator.runtime import (
-    IDX_PLAYGROUND_REFS,
-    IDX_PLAYGROUNDS,
-    pack,
-    uid_of,
-)
+from llmaz.operator.runtime import IDX_PLAYGROUNDS, RefKey, pack, uid_of
 
 GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
 
@@ -38,14 +34,20 @@ def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
     return refs
 
 
+def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """What :data:`IDX_PLAYGROUNDS` keeps of a Playground: the object by ``(namespace, name)``, and
+    ``(namespace, name)`` by each model and backend it references (:class:`RefKey`)."""
+    meta = body.get("metadata") or {}
+    key = (meta.get("namespace"), meta.get("name"))
+    entries: dict[Any, Any] = {key: pack(body)}
+    entries.update(dict.fromkeys((RefKey(*ref) for ref in references(dict(body.get("spec") or {}))), key))
+    return entries
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUNDS, registry=registry)
-    async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): pack(body)}
-
-    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUND_REFS, registry=registry)
-    async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        return dict.fromkeys(references(dict(spec)), (namespace, name))
+    async def by_name(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        return index_entries(body)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:

@@ -1,35 +1,49 @@
-"""inference Service: indexed by name and by claimed model; every event reconciles it, and a change
-of a Playground's Service also reconciles that Playground (status and repair). The Playground's own
-apply coming back (:meth:`~llmaz.operator.runtime.Runtime.own_echo`) reconciles neither: the
-Playground's reconcile queued the Service with the apply's answer already. Our own status write
-coming back (:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`) reconciles only the
-Playground, which shows what the Service's status says."""
+"""inference Service: indexed by name, by claimed model and by owning Playground (one index); every
+event reconciles it, and a change of a Playground's Service also reconciles that Playground (status
+and repair). The Playground's own apply coming back
+(:meth:`~llmaz.operator.runtime.Runtime.own_echo`) reconciles neither: the Playground's reconcile
+queued the Service with the apply's answer already. Our own status write coming back
+(:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`) reconciles only the Playground, which
+shows what the Service's status says."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from llmaz.api import Service
+from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
 from llmaz.operator.handlers._common import count_event, event_type, runtime
-from llmaz.operator.runtime import IDX_SERVICE_REFS, IDX_SERVICES, pack, uid_of
+from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, controller_uid, pack, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
 
+def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
+    """What :data:`IDX_SERVICES` keeps of an inference Service: the object by ``(namespace, name)``
+    and, when llmaz manages it, by its controller's :class:`OwnerKey` (a Playground's child);
+    ``(namespace, name)`` by each claimed model (:class:`RefKey`)."""
+    meta = body.get("metadata") or {}
+    key = (meta.get("namespace"), meta.get("name"))
+    packed = pack(body)
+    entries: dict[Any, Any] = {key: packed}
+    owner = controller_uid(body) if (meta.get("labels") or {}).get(MANAGED_BY) == MANAGER else None
+    if owner:
+        entries[OwnerKey(owner)] = packed
+    models = ((body.get("spec") or {}).get("modelClaims") or {}).get("models") or []
+    entries.update({RefKey("model", str(m["name"])): key for m in models if m.get("name")})
+    return entries
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICES, registry=registry)
-    async def by_name(body: kopf.Body, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        return {(namespace, name): pack(body)}
-
-    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICE_REFS, registry=registry)
-    async def by_reference(spec: kopf.Spec, namespace: str | None, name: str, **_: Any) -> dict[Any, Any]:
-        models = (spec.get("modelClaims") or {}).get("models") or []
-        return {("model", str(m["name"])): (namespace, name) for m in models if m.get("name")}
+    async def by_name(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+        return index_entries(body)
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
