@@ -326,9 +326,12 @@ class ProcStats(threading.Thread):
         return [s[2] for s in self.samples if t0 <= s[0] <= t1]
 
 
-def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, str, int]:
+def start_operator(
+    cp: ControlPlane, workdir: Path, gc_stats: Path | None = None
+) -> tuple[subprocess.Popen[bytes], Path, str, int]:
     """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES; the process,
-    its log, its user name and its metrics port."""
+    its log, its user name and its metrics port. With ``gc_stats``, the garbage collector's time
+    is written there when the operator exits (``benchmarks/gc_probe``)."""
     rules = [r.to_dict() for r in RULES]
     kubeconfig = cp.account_bound_to(SA_NS, SA, "llmaz-operator-bench", rules, duration="6h")
     cfg = workdir / "operator.yaml"
@@ -345,7 +348,7 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
             cwd=ROOT,
             stdout=sink,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **_gc_probe_env(gc_stats)},
         )
 
     def ready() -> bool:
@@ -361,6 +364,14 @@ def start_operator(cp: ControlPlane, workdir: Path) -> tuple[subprocess.Popen[by
 
     wait_for(ready, "the operator ready", 120)
     return proc, log, f"system:serviceaccount:{SA_NS}:{SA}", metrics
+
+
+def _gc_probe_env(gc_stats: Path | None) -> dict[str, str]:
+    if gc_stats is None:
+        return {}
+    paths = (str(ROOT / "benchmarks" / "gc_probe"), os.environ.get("PYTHONPATH"))
+    path = os.pathsep.join(p for p in paths if p)
+    return {"PYTHONPATH": path, "LLMAZ_BENCH_GC_STATS": str(gc_stats)}
 
 
 def counters(port: int) -> dict[str, dict[str, float]]:
@@ -550,6 +561,8 @@ def run_one(  # noqa: PLR0917
     profile_children_only: bool = False,
     bulk_apply: bool = False,
     keep: bool = False,
+    profile_gil: bool = False,
+    gc_stats: bool = False,
 ) -> dict[str, Any]:
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
@@ -577,7 +590,8 @@ def run_one(  # noqa: PLR0917
         for ns in (OP_NS, BULK_NS):
             cp.kubectl("create", "namespace", ns)
         cp.apply([openmodel(i) for i in range(MODELS)])
-        proc, log, user, metrics_port = start_operator(cp, workdir)
+        gc_file = workdir / "gc-stats.json" if gc_stats else None
+        proc, log, user, metrics_port = start_operator(cp, workdir, gc_file)
         stats = ProcStats(proc.pid)
         stats.start()
         # the API server and etcd: what the operator's way of writing costs them, against the bulk client's
@@ -595,8 +609,9 @@ def run_one(  # noqa: PLR0917
             spy_bin = shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy")
             out = profile.with_suffix(f".{n}.json")
             spy = subprocess.Popen(
-                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "50", "--format", "speedscope",
-                 "-o", str(out), "--nonblocking"],
+                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "250" if profile_gil else "50",
+                 "--format", "speedscope", "-o", str(out), "--nonblocking",
+                 *(["--gil"] if profile_gil else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         try:
@@ -756,6 +771,9 @@ def run_one(  # noqa: PLR0917
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        if gc_file is not None and gc_file.exists():
+            result["gc"] = json.loads(gc_file.read_text())
+            print(f"  garbage collection: {result['gc']}", flush=True)
         result["operator_log_errors"] = sum(
             1 for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line
         )
@@ -899,6 +917,16 @@ def main(argv: list[str] | None = None) -> int:
         help="with --profile, stop recording once every child exists (not at convergence)",
     )
     parser.add_argument(
+        "--profile-gil",
+        action="store_true",
+        help="with --profile, sample only the thread holding the GIL (py-spy --gil, 250 Hz)",
+    )
+    parser.add_argument(
+        "--gc-stats",
+        action="store_true",
+        help="report the operator's garbage collections and their CPU time per generation",
+    )
+    parser.add_argument(
         "--bulk-apply",
         action="store_true",
         help="the bulk client server-side applies the children (as the operator does) instead of POSTing",
@@ -924,6 +952,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.profile_children,
                 args.bulk_apply,
                 args.keep,
+                args.profile_gil,
+                args.gc_stats,
             )
         )
         args.json.parent.mkdir(parents=True, exist_ok=True)
