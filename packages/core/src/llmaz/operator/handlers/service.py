@@ -24,6 +24,12 @@ from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, controller_ui
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
 
+def references(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``("model", name)`` for each model the Service claims."""
+    models = (spec.get("modelClaims") or {}).get("models") or []
+    return [("model", str(m["name"])) for m in models if m.get("name")]
+
+
 def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
     """What :data:`IDX_SERVICES` keeps of an inference Service: the object by ``(namespace, name)``
     and, when llmaz manages it, by its controller's :class:`OwnerKey` (a Playground's child);
@@ -35,8 +41,7 @@ def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
     owner = controller_uid(body) if (meta.get("labels") or {}).get(MANAGED_BY) == MANAGER else None
     if owner:
         entries[OwnerKey(owner)] = packed
-    models = ((body.get("spec") or {}).get("modelClaims") or {}).get("models") or []
-    entries.update({RefKey("model", str(m["name"])): key for m in models if m.get("name")})
+    entries.update(dict.fromkeys((RefKey(*ref) for ref in references(body.get("spec") or {})), key))
     return entries
 
 
@@ -52,8 +57,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         integrations.workload_event(memo, event, body)
         kind = event_type(event)
         uid = uid_of(body)
-        models = ((body.get("spec") or {}).get("modelClaims") or {}).get("models") or []
-        refs = set() if kind == "DELETED" else {("model", str(m["name"])) for m in models if m.get("name")}
+        refs = set() if kind == "DELETED" else set(references(body.get("spec") or {}))
         if refs != rt.references.get(uid):
             usage.mark(rt, refs | rt.references.get(uid, set()))
             rt.references[uid] = refs
