@@ -21,23 +21,23 @@ def model(rv: str, **spec: Any) -> dict[str, Any]:
 def test_status_and_bookkeeping_changes_do_not_reach_dependents() -> None:
     inputs = InputDigests()
     first = model("1")
-    assert inputs.changed({"type": None}, first)  # the initial listing records it
+    assert inputs.changed(None, first)  # the initial listing records it
     in_use = copy.deepcopy(first)
     in_use["metadata"]["resourceVersion"] = "2"
     in_use["metadata"]["managedFields"] = [{"manager": "llmaz", "operation": "Update"}]
     in_use["status"] = {"conditions": [{"type": "InUse", "status": "True"}]}
-    assert not inputs.changed({"type": "MODIFIED"}, in_use)
+    assert not inputs.changed("MODIFIED", in_use)
 
 
 def test_spec_labels_and_deletion_reach_dependents() -> None:
     inputs = InputDigests()
-    inputs.changed({"type": "ADDED"}, model("1"))
-    assert inputs.changed({"type": "MODIFIED"}, model("2", familyName="llama"))
+    inputs.changed("ADDED", model("1"))
+    assert inputs.changed("MODIFIED", model("2", familyName="llama"))
     relabelled = model("3", familyName="llama")
     relabelled["metadata"]["labels"] = {"team": "b"}
-    assert inputs.changed({"type": "MODIFIED"}, relabelled)
-    assert inputs.changed({"type": "DELETED"}, relabelled)
-    assert inputs.changed({"type": "ADDED"}, relabelled)  # recreated with the same content
+    assert inputs.changed("MODIFIED", relabelled)
+    assert inputs.changed("DELETED", relabelled)
+    assert inputs.changed("ADDED", relabelled)  # recreated with the same content
 
 
 def test_equal_content_is_unchanged_however_the_decoder_shared_its_strings() -> None:
@@ -46,10 +46,10 @@ def test_equal_content_is_unchanged_however_the_decoder_shared_its_strings() -> 
     inputs = InputDigests()
     shared = "model-runner"
     first = model("1", containers=[{"name": shared}, {"name": shared}])
-    inputs.changed({"type": None}, first)
+    inputs.changed(None, first)
     again = model("2", containers=[{"name": "".join(["model-", "runner"])}, {"name": "model-runner"[:]}])
-    assert not inputs.changed({"type": "MODIFIED"}, again)
-    assert inputs.changed({"type": "MODIFIED"}, model("3", containers=[{"name": "other"}]))
+    assert not inputs.changed("MODIFIED", again)
+    assert inputs.changed("MODIFIED", model("3", containers=[{"name": "other"}]))
 
 
 def test_values_marshal_does_not_take_are_still_compared() -> None:
@@ -57,6 +57,6 @@ def test_values_marshal_does_not_take_are_still_compared() -> None:
 
     inputs = InputDigests()
     stamp = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
-    inputs.changed({"type": None}, model("1", since=stamp))
-    assert not inputs.changed({"type": "MODIFIED"}, model("2", since=stamp))
-    assert inputs.changed({"type": "MODIFIED"}, model("3", since=stamp + datetime.timedelta(seconds=1)))
+    inputs.changed(None, model("1", since=stamp))
+    assert not inputs.changed("MODIFIED", model("2", since=stamp))
+    assert inputs.changed("MODIFIED", model("3", since=stamp + datetime.timedelta(seconds=1)))

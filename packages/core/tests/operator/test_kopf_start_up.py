@@ -22,7 +22,7 @@ from kopf._core.reactor import queueing
 
 from llmaz.operator import engine
 from llmaz.operator.config import OperatorConfig
-from llmaz.operator.handlers import build_registry
+from llmaz.operator.handlers import build_registry, watched_kinds
 from llmaz.operator.handlers.lifecycle import NoDiffBase, configure
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
@@ -162,31 +162,45 @@ def test_reconciles_at_once_stay_within_workers() -> None:
 
 
 def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
-    """The API server filters the watches: llmaz pods (serving and preheat) and preheat Jobs, never
+    """The API server filters the watches: kopf gets preheat pods and preheat Jobs only, the
+    operator's own watch serving pods only (model and LeaderWorkerSet labels both present), never
     every pod or Job of the cluster; other kinds get no selector."""
     selectors = _settings(WORKERS).watching.label_selectors
-    assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/model-name"]
+    assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/preheat-model"]
     assert list(selectors.collect(Resource("batch", "v1", "jobs"))) == ["llmaz.io/preheat-model"]
     assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
+    own = {(k.api_version, k.plural): k.selector for k in watched_kinds(_runtime())}
+    assert own[("v1", "pods")] == "llmaz.io/model-name,leaderworkerset.sigs.k8s.io/name"
 
 
-def test_children_are_watched_with_the_managed_by_selector_and_user_kinds_without() -> None:
-    """LeaderWorkerSets, core Services, HPAs and ResourceClaimTemplates: only llmaz's reach the
-    operator; inference Services (users write them: they have the same plural as core Services)
-    and Playgrounds get every object."""
-    selectors = _settings(WORKERS).watching.label_selectors
-    for resource in (
-        Resource("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
-        Resource("", "v1", "services"),
-        Resource("autoscaling", "v2", "horizontalpodautoscalers"),
-        Resource("resource.k8s.io", "v1", "resourceclaimtemplates"),
+def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> None:
+    """LeaderWorkerSets, core Services, HPAs and ResourceClaimTemplates: watched by the operator's
+    own watches (not kopf: no kopf handler takes them), only llmaz's reaching the operator;
+    inference Services (users write them: they have the same plural as core Services) and
+    Playgrounds are kopf's, with every object."""
+    own = {(k.api_version, k.plural): k.selector for k in watched_kinds(_runtime())}
+    for api_version, plural in (
+        ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
+        ("v1", "services"),
+        ("autoscaling/v2", "horizontalpodautoscalers"),
+        ("resource.k8s.io/v1", "resourceclaimtemplates"),
     ):
-        assert list(selectors.collect(resource)) == ["app.kubernetes.io/managed-by=llmaz"], resource
+        assert own[(api_version, plural)] == "app.kubernetes.io/managed-by=llmaz", plural
+        group, _, version = api_version.rpartition("/")
+        resource = Resource(group, version, plural)
+        registry = build_registry()
+        assert not registry._watching.has_handlers(resource=resource), plural
+        assert not registry._indexing.has_handlers(resource=resource), plural
+    selectors = _settings(WORKERS).watching.label_selectors
     for resource in (
         Resource("inference.llmaz.io", "v1alpha1", "services"),
         Resource("inference.llmaz.io", "v1alpha1", "playgrounds"),
     ):
         assert list(selectors.collect(resource)) == [], resource
+
+
+def _runtime() -> Runtime:
+    return Runtime(config=OperatorConfig(), plugins=None, kube=None, metrics=Metrics(), identity="unit")  # type: ignore[arg-type]
 
 
 def test_no_change_handlers_so_kopf_needs_no_diff_base() -> None:

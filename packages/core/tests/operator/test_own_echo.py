@@ -16,7 +16,7 @@ import kopf
 import pytest
 
 from llmaz.operator import engine
-from llmaz.operator.handlers import build_registry, children, playground, service
+from llmaz.operator.handlers import build_registry, children, playground, pods, service, watched_kinds
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime, owner_reference
 from llmaz.render.plan import Plan
@@ -56,12 +56,14 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return calls
 
 
-PODS = kopf.Resource("", "v1", "pods")
-
-
 def _handler(handler_id: str) -> Any:
     registry = build_registry()
     return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
+
+
+def _child_handler(rt: Runtime) -> Any:
+    """The operator's own watch's handler of LeaderWorkerSet events."""
+    return next(k.handler for k in watched_kinds(rt) if k.kind == "LeaderWorkerSet")
 
 
 def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
@@ -89,17 +91,18 @@ def _applied(
 def test_a_created_child_coming_back_reconciles_nobody_but_an_edit_or_deletion_does(
     rt: Runtime, queued: list[tuple[str, str, str]], apply_children: Callable[..., None]
 ) -> None:
+    lws_event = _child_handler(rt)
     live = _applied(rt, apply_children, SERVICE, LWS)
-    _deliver(rt, "llmaz-child-LeaderWorkerSet", "ADDED", live)
+    lws_event("ADDED", live)
     assert queued == []
 
     edited = copy.deepcopy(live)
     edited["metadata"]["resourceVersion"] = "500"
     edited["spec"]["replicas"] = 7  # someone else's write: must be repaired
-    _deliver(rt, "llmaz-child-LeaderWorkerSet", "MODIFIED", edited)
+    lws_event("MODIFIED", edited)
     assert queued == [("Service", "ns", "chat")]
 
-    _deliver(rt, "llmaz-child-LeaderWorkerSet", "DELETED", edited)
+    lws_event("DELETED", edited)
     assert queued == [("Service", "ns", "chat")] * 2
 
 
@@ -108,7 +111,7 @@ def test_a_child_nobody_here_applied_reconciles_its_owner(
 ) -> None:
     live = copy.deepcopy(LWS)
     live["metadata"].update(resourceVersion="7", uid="child-uid", ownerReferences=[owner_reference(SERVICE)])
-    _deliver(rt, "llmaz-child-LeaderWorkerSet", "ADDED", live)  # e.g. created by a previous leader
+    _child_handler(rt)("ADDED", live)  # e.g. created by a previous leader
     assert queued == [("Service", "ns", "chat")]
 
 
@@ -237,9 +240,7 @@ def pod_events(
     queued: list[tuple[str, str, str]] = []
     monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
     labels = {"llmaz.io/model-name": "qwen", "leaderworkerset.sigs.k8s.io/name": "chat"}
-    fn = _handler("llmaz-pods")
-    memo = kopf.Memo()
-    memo[MEMO_KEY] = rt
+    handler = pods.watched_kind(rt).handler
 
     async def deliver(kind: str = "MODIFIED", *, ready: bool = False, version: int = 0) -> None:
         pod = {
@@ -251,8 +252,7 @@ def pod_events(
             },
             "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]},
         }
-        event = {"type": kind, "object": pod}
-        await fn(event=event, body=kopf.Body(pod), memo=memo, namespace="ns", labels=labels, resource=PODS)
+        handler(kind, pod)
 
     return deliver, queued
 

@@ -800,6 +800,9 @@ async def _work(rt: Runtime) -> None:
     the oldest) and ends when the queue is empty."""
     queue = rt.queue
     try:
+        if rt.listed is not None:
+            # a reconcile before the children are listed would not see those that exist
+            await rt.listed.wait()
         while (key := queue.take()) is not None:
             queue.busy.add(key)
             try:

@@ -19,13 +19,14 @@ from prometheus_client import start_http_server
 
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.engine import RECONCILERS
-from llmaz.operator.handlers import build_registry
+from llmaz.operator.handlers import build_registry, watched_kinds
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.health import HealthServer
 from llmaz.operator.kube import Kube
 from llmaz.operator.leader import LeaderElector
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Runtime
+from llmaz.operator.watch import Watches
 from llmaz.operator.webhook_server import WebhookError, WebhookServer
 from llmaz.plugins.manager import PluginManager
 
@@ -125,6 +126,10 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
 
+    # children and serving pods: watched by the operator's own lean watches (llmaz.operator.watch)
+    watches = Watches(kube, watched_kinds(rt), config.namespaces, metrics.count_event)
+    rt.stores, rt.listed = watches.stores, watches.listed
+    watches.start()
     stop_flag: asyncio.Event = asyncio.Event()
     ready_flag: asyncio.Event = asyncio.Event()
     operator = asyncio.create_task(
@@ -141,6 +146,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
 
     async def mark_ready() -> None:
         await ready_flag.wait()
+        await watches.listed.wait()
         health.state, health.ready = "leader", True
 
     waiters = [operator, asyncio.create_task(stop.wait()), asyncio.create_task(mark_ready())]
@@ -161,6 +167,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     for task in waiters[1:]:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    await watches.stop()
     metrics.leader.set(0)
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)

@@ -200,10 +200,13 @@ def parsed_entries(
 
 
 class Indexes:
-    """Typed access to the kopf indexes a handler received as keyword arguments."""
+    """Typed access to the kopf indexes a handler received as keyword arguments, and to the
+    operator's own (``own``: :attr:`Runtime.stores`, children and serving pods)."""
 
-    def __init__(self, raw: Mapping[str, Any]) -> None:
+    def __init__(self, raw: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> None:
         self._raw = {k: v for k, v in raw.items() if k.startswith("llmaz_")}
+        if own:
+            self._raw.update(own)
 
     def _values(self, index: str, key: Any) -> list[Any]:
         idx = self._raw.get(index)
@@ -467,6 +470,12 @@ class Runtime:
     """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
+    stores: dict[str, Any] = field(default_factory=dict)
+    """The indexes of :class:`llmaz.operator.watch.Watches` (children, serving pods) by index id,
+    read through :class:`Indexes` with kopf's."""
+    listed: asyncio.Event | None = None
+    """Set once those watches have listed every object once: reconciles wait for it (``None``: no
+    such watches, nothing to wait for)."""
 
     def __post_init__(self) -> None:
         # llmaz_objects_managed is counted from the indexes when scraped, not after every reconcile

@@ -17,13 +17,16 @@ from llmaz.operator.handlers import (
     preheat,
     service,
 )
+from llmaz.operator.runtime import Runtime
+from llmaz.operator.watch import WatchedKind
 
-__all__ = ["build_registry"]
+__all__ = ["build_registry", "watched_kinds"]
 
 
 def build_registry() -> kopf.OperatorRegistry:
-    """Every watch of the leader. (Admission webhooks are not kopf's: every replica serves them,
-    see :mod:`llmaz.operator.webhook_server`.)"""
+    """Every kopf watch of the leader. (Children and serving pods are watched by
+    :mod:`llmaz.operator.watch`, see :func:`watched_kinds`; admission webhooks are not kopf's:
+    every replica serves them, see :mod:`llmaz.operator.webhook_server`.)"""
     registry = kopf.OperatorRegistry()
     for module in (
         lifecycle,
@@ -31,10 +34,14 @@ def build_registry() -> kopf.OperatorRegistry:
         backendruntime,
         playground,
         service,
-        children,
-        pods,
         integrations,
         preheat,
     ):
         module.register(registry)
     return registry
+
+
+def watched_kinds(rt: Runtime) -> list[WatchedKind]:
+    """What :class:`llmaz.operator.watch.Watches` watches for the leader: the children other than
+    inference Services, and serving pods."""
+    return [*children.watched_kinds(rt), pods.watched_kind(rt)]

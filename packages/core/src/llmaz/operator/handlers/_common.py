@@ -21,7 +21,7 @@ MEMO_KEY = "llmaz"
 def runtime(memo: kopf.Memo, indexes: Mapping[str, Any]) -> Runtime:
     """The :class:`Runtime` from kopf's memo, with the indexes this handler call received."""
     rt: Runtime = memo[MEMO_KEY]
-    rt.indexes = Indexes(indexes)
+    rt.indexes = Indexes(indexes, rt.stores)
     return rt
 
 
@@ -63,10 +63,12 @@ class InputDigests:
     def __init__(self) -> None:
         self._seen: dict[str, bytes] = {}
 
-    def changed(self, event: Mapping[str, Any], body: Mapping[str, Any]) -> bool:
+    def changed(self, change: str | None, body: Mapping[str, Any]) -> bool:
+        """Whether ``body`` differs in what a reconcile reads from when last seen (``change`` is the
+        event's type, ``None`` for a listing; a deletion always counts)."""
         meta = body.get("metadata") or {}
         uid = str(meta.get("uid", ""))
-        if event_type(event) == "DELETED":
+        if change == "DELETED":
             self._seen.pop(uid, None)
             return True
         inputs = [
@@ -128,7 +130,7 @@ def register_referenced_kind(
             usage.mark(rt, [(ref, name)])  # rate-limited: our own status writes come back here
         else:
             rt.parsed.pop(uid_of(body), None)
-        if not inputs.changed(event, body) or change is None:
+        if not inputs.changed(change, body) or change is None:
             return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None
         enqueue_many(rt, rt.indexes.dependents(ref, name))

@@ -11,10 +11,9 @@ import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.engine import enqueue_many
-from llmaz.operator.handlers import pods, preheat
+from llmaz.operator.handlers import preheat
 from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.handlers.children import CHILD_SELECTOR, written_by_users
-from llmaz.operator.runtime import CHILD_KINDS, Runtime
+from llmaz.operator.runtime import Runtime
 
 log = logging.getLogger("llmaz.operator")
 
@@ -56,7 +55,7 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     """kopf settings: no peering (leader election is ours), no Events or annotations of kopf's own,
-    watches of pods, Jobs and children filtered by the API server to llmaz's, no CRD scanning
+    watches of preheat pods and Jobs filtered by the API server to llmaz's, no CRD scanning
     (needs no CRD RBAC), no kopf worker limit (see :data:`KOPF_WORKER_LIMIT`) and no diff base
     (:class:`NoDiffBase`)."""
     settings.peering.standalone = True
@@ -68,15 +67,11 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    # pods: only pods of llmaz workloads and preheat Jobs, filtered by the API server (never all pods)
-    settings.watching.label_selectors[pods.GROUP_VERSION, pods.PLURAL] = pods.SELECTOR
+    # pods: only preheat pods, filtered by the API server (serving pods are watched by
+    # llmaz.operator.watch, never through kopf; other pods never reach the operator)
+    settings.watching.label_selectors["v1", "pods"] = preheat.JOB_SELECTOR
     # Jobs: only preheat Jobs (llmaz.io/preheat-model), never every Job of the cluster
     settings.watching.label_selectors[preheat.JOB_GROUP, preheat.JOB_PLURAL] = preheat.JOB_SELECTOR
-    # children: only what llmaz renders, never every Service, HPA or LWS of the cluster (the
-    # handlers took only these anyway, after kopf had received and decoded every other one)
-    for api_version, _, plural in CHILD_KINDS:
-        if not written_by_users(api_version):
-            settings.watching.label_selectors[api_version, plural] = CHILD_SELECTOR
 
 
 async def _resync(rt: Runtime) -> None:

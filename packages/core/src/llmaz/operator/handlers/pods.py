@@ -1,8 +1,8 @@
 """Serving pods: indexed by their LeaderWorkerSet, so a reconcile can diagnose why a model is not
-serving (:func:`llmaz.render.diagnosis.diagnose`). Only pods carrying llmaz's model label are
-watched: the selector is sent to the API server (:func:`llmaz.operator.handlers.lifecycle.configure`),
-so other pods never reach the operator; these handlers take those that also carry the
-LeaderWorkerSet name label (preheat pods go to :mod:`.preheat`).
+serving (:func:`llmaz.render.diagnosis.diagnose`). Watched by the operator's own
+:class:`~llmaz.operator.watch.Watches`, not kopf: only pods carrying llmaz's model label and the
+LeaderWorkerSet name label reach the operator (:data:`SELECTOR`, sent to the API server; preheat
+pods go to :mod:`.preheat`).
 
 A pod change reconciles the inference Service named after its LeaderWorkerSet and the Playground
 of that name, if any, a second later (the changes of that second together), or at once when the
@@ -10,25 +10,23 @@ pod is Ready or deleted (availability may change); reconciles that find nothing 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
-
-import kopf
 
 from llmaz.api.conventions import LABEL_MODEL_NAME
 from llmaz.operator.engine import enqueue_now, enqueue_soon
-from llmaz.operator.handlers._common import count_event, event_type, runtime
-from llmaz.operator.runtime import IDX_PODS, Packed
+from llmaz.operator.handlers._common import watched
+from llmaz.operator.runtime import IDX_PODS, Packed, Runtime
+from llmaz.operator.watch import WatchedKind
 from llmaz.render.objects import LWS_NAME_LABEL
 
 GROUP_VERSION, PLURAL = "v1", "pods"
-SELECTOR = LABEL_MODEL_NAME
-"""Label selector of the pod watch: pods of llmaz workloads and preheat Jobs only (handlers filter
-further: serving pods also carry the LeaderWorkerSet name label, preheat pods
-``llmaz.io/preheat-model``)."""
-_LABELS = {LABEL_MODEL_NAME: kopf.PRESENT, LWS_NAME_LABEL: kopf.PRESENT}
+SELECTOR = f"{LABEL_MODEL_NAME},{LWS_NAME_LABEL}"
+"""Label selector of the serving pods' watch: pods of llmaz workloads only (preheat pods, which
+have no LeaderWorkerSet, are kopf's: :mod:`.preheat`)."""
 
 
-def pod_snapshot(body: kopf.Body) -> dict[str, Any]:
+def pod_snapshot(body: Mapping[str, Any]) -> dict[str, Any]:
     """What diagnosis reads of a pod: metadata, container names and images, status (sharing the
     body's values: kept only packed, which copies)."""
     meta = body.get("metadata") or {}
@@ -52,23 +50,36 @@ def _ready(pod: Any) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    @kopf.index(GROUP_VERSION, PLURAL, id=IDX_PODS, labels=_LABELS, registry=registry)
-    async def by_workload(
-        body: kopf.Body, namespace: str | None, labels: kopf.Labels, **_: Any
-    ) -> dict[Any, Any]:
-        return {(namespace or "", labels[LWS_NAME_LABEL]): Packed(pod_snapshot(body))}
+def _key(body: Mapping[str, Any]) -> tuple[str, str] | None:
+    meta = body.get("metadata") or {}
+    workload = (meta.get("labels") or {}).get(LWS_NAME_LABEL)
+    return (meta.get("namespace") or "", str(workload)) if workload else None
 
-    @kopf.on.event(GROUP_VERSION, PLURAL, id="llmaz-pods", labels=_LABELS, registry=registry)
-    async def pod_event(
-        event: kopf.RawEvent, namespace: str | None, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        count_event(memo, kw)
-        if event_type(event) is None:
+
+def watched_kind(rt: Runtime) -> WatchedKind:
+    """Serving pods for :class:`~llmaz.operator.watch.Watches`: indexed as :data:`IDX_PODS`, only
+    those with both labels of :data:`SELECTOR` sent by the API server."""
+
+    def pod_event(kind: str | None, body: Mapping[str, Any]) -> None:
+        if kind is None:
             return  # initial listing: the owners' own listing reconciles them
-        rt = runtime(memo, kw)
-        ns, workload = namespace or "", str(labels[LWS_NAME_LABEL])
+        key = _key(body)
+        if key is None:
+            return
         # a pod Ready or gone may change availability: that is not kept waiting
-        now = event_type(event) == "DELETED" or _ready(event.get("object") or {})
-        for kind in ("Service", "Playground"):
-            (enqueue_now if now else enqueue_soon)(rt, kind, ns, workload)
+        now = kind == "DELETED" or _ready(body)
+        for owner in ("Service", "Playground"):
+            (enqueue_now if now else enqueue_soon)(rt, owner, *key)
+
+    return WatchedKind(
+        api_version=GROUP_VERSION,
+        kind="Pod",
+        plural=PLURAL,
+        selector=SELECTOR,
+        store_id=IDX_PODS,
+        key_of=_key,
+        value_of=lambda body: Packed(pod_snapshot(body)),
+        body_of=Packed.load,
+        handler=pod_event,
+        resource=watched("", PLURAL),
+    )

@@ -1,0 +1,205 @@
+"""The operator's own watches of children and serving pods (:mod:`llmaz.operator.watch`): what a
+listing, a relisting after the API server lost our place (410 Gone) and each watch event do to
+the index a reconcile reads and to the handlers, and that reconciles wait for the first listing.
+Events are fed to the real stream objects and handlers; the HTTP side is exercised against the
+real API server by every operator test in e2e/."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from llmaz.operator import engine
+from llmaz.operator.handlers import watched_kinds
+from llmaz.operator.runtime import Indexes, Runtime
+from llmaz.operator.watch import Store, WatchedKind, Watches, WatchGone
+
+LWS_API = "leaderworkerset.x-k8s.io/v1"
+
+
+def lws(name: str, owner_uid: str, version: int, replicas: int = 1) -> dict[str, Any]:
+    """A LeaderWorkerSet as a listing sends it (no apiVersion and kind on the items)."""
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": f"uid-{name}",
+            "resourceVersion": str(version),
+            "labels": {"app.kubernetes.io/managed-by": "llmaz"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "inference.llmaz.io/v1alpha1",
+                    "kind": "Service",
+                    "name": name,
+                    "uid": owner_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {"replicas": replicas},
+    }
+
+
+@pytest.fixture
+def rt(make_runtime: Callable[[Any], Runtime]) -> Runtime:
+    return make_runtime(None)
+
+
+def recording(rt: Runtime) -> tuple[Watches, list[tuple[str | None, str]]]:
+    """Watches of the operator's real kinds whose LeaderWorkerSet handler also records each call."""
+    calls: list[tuple[str | None, str]] = []
+    kinds = []
+    for kind in watched_kinds(rt):
+        if kind.kind == "LeaderWorkerSet":
+            real = kind.handler
+
+            def handler(change: str | None, body: Mapping[str, Any], real: Any = real) -> None:
+                calls.append((change, body["metadata"]["name"]))
+                real(change, body)
+
+            kinds.append(WatchedKind(**{**kind.__dict__, "handler": handler}))
+        else:
+            kinds.append(kind)
+    return Watches(None, kinds, ["ns"], rt.metrics.count_event), calls  # type: ignore[arg-type]
+
+
+def owned_names(watches: Watches, owner_uid: str) -> list[str]:
+    idx = Indexes({}, watches.stores)
+    return sorted(o["metadata"]["name"] for o in idx.owned(owner_uid, [(LWS_API, "LeaderWorkerSet")]))
+
+
+def test_a_listing_fills_the_index_a_reconcile_reads_and_reconciles_nobody(rt: Runtime) -> None:
+    async def scenario() -> Watches:
+        watches, calls = recording(rt)
+        watches.stream("LeaderWorkerSet", "ns").relisted([lws("a", "svc-a", 5), lws("b", "svc-b", 6)])
+        assert calls == [(None, "a"), (None, "b")]
+        return watches
+
+    watches = asyncio.run(scenario())
+    assert owned_names(watches, "svc-a") == ["a"]
+    found = Indexes({}, watches.stores).owned("svc-b")
+    assert found[0]["kind"] == "LeaderWorkerSet"  # filled in: listed items come without it
+    assert found[0]["apiVersion"] == LWS_API
+    assert rt.queue.depth() == 0
+    assert not rt.queue.soon
+
+
+def test_a_relisting_after_gone_reports_what_changed_meanwhile(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a 410 the stream lists again: an object the listing lacks was deleted meanwhile
+    (its owner must repair it), a changed one was modified, a new one added; an unchanged one
+    is not reported again."""
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr("llmaz.operator.handlers.children.enqueue", lambda _rt, *key: queued.append(key))
+
+    watches, calls = recording(rt)
+    stream = watches.stream("LeaderWorkerSet", "ns")
+    stream.relisted([lws("kept", "svc-1", 5), lws("edited", "svc-2", 6), lws("deleted", "svc-3", 7)])
+    calls.clear()
+    stream.relisted([lws("kept", "svc-1", 5), lws("edited", "svc-2", 9, replicas=3), lws("new", "svc-4", 10)])
+    assert sorted(calls) == sorted([("MODIFIED", "edited"), ("ADDED", "new"), ("DELETED", "deleted")])
+    assert owned_names(watches, "svc-3") == []
+    assert owned_names(watches, "svc-2") == ["edited"]
+    # the deleted child's and the hand-edited child's owners are reconciled (the new one's
+    # owner too: nobody here applied it)
+    assert sorted(queued) == [
+        ("Service", "ns", "deleted"),
+        ("Service", "ns", "edited"),
+        ("Service", "ns", "new"),
+    ]
+
+
+def test_watch_events_update_the_index_and_a_410_error_ends_the_watch(rt: Runtime) -> None:
+    watches, calls = recording(rt)
+    stream = watches.stream("LeaderWorkerSet", "ns")
+    stream.relisted([])
+    added = {**lws("a", "svc-a", 11), "apiVersion": LWS_API, "kind": "LeaderWorkerSet"}
+
+    async def events() -> str:
+        version = stream.event({"type": "ADDED", "object": added}, "10")
+        assert owned_names(watches, "svc-a") == ["a"]
+        version = stream.event(
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}}, version
+        )
+        assert version == "20"  # resumed from the bookmark
+        moved = copy.deepcopy(added)
+        moved["metadata"]["ownerReferences"][0]["uid"] = "svc-b"
+        moved["metadata"]["resourceVersion"] = "21"
+        version = stream.event({"type": "MODIFIED", "object": moved}, version)
+        assert owned_names(watches, "svc-a") == []
+        assert owned_names(watches, "svc-b") == ["a"]
+        return stream.event({"type": "DELETED", "object": moved}, version)
+
+    assert asyncio.run(events()) == "21"
+    assert owned_names(watches, "svc-b") == []
+    assert [c[0] for c in calls] == ["ADDED", "MODIFIED", "DELETED"]
+    with pytest.raises(WatchGone):  # run() lists again instead of resuming the watch
+        stream.event({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}}, "21")
+
+
+def test_a_failing_handler_keeps_the_index_and_the_stream(
+    rt: Runtime, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(change: str | None, body: Mapping[str, Any]) -> None:
+        raise RuntimeError("bug")
+
+    kind = next(k for k in watched_kinds(rt) if k.kind == "Pod")
+    watches = Watches(None, [WatchedKind(**{**kind.__dict__, "handler": broken})], [], rt.metrics.count_event)  # type: ignore[arg-type]
+    pod = {
+        "metadata": {
+            "name": "chat-0",
+            "namespace": "ns",
+            "uid": "pod-1",
+            "resourceVersion": "3",
+            "labels": {"llmaz.io/model-name": "m", "leaderworkerset.sigs.k8s.io/name": "chat"},
+        }
+    }
+    watches.stream("Pod").event({"type": "ADDED", "object": pod}, "2")
+    assert [p["metadata"]["name"] for p in Indexes({}, watches.stores).pods("ns", "chat")] == ["chat-0"]
+    assert "handling ADDED pod-1 of pods failed" in caplog.text
+
+
+def test_store_keeps_each_object_under_one_key() -> None:
+    store = Store(lambda o: o.get("key"), lambda o: o["value"])
+    store.put({"metadata": {"uid": "1"}, "key": "a", "value": 1})
+    store.put({"metadata": {"uid": "2"}, "key": "a", "value": 2})
+    assert sorted(store["a"]) == [1, 2]
+    store.put({"metadata": {"uid": "1"}, "key": "b", "value": 3})
+    assert list(store["a"]) == [2]
+    assert list(store["b"]) == [3]
+    store.put({"metadata": {"uid": "2"}, "key": None, "value": 4})  # no key: out of the index
+    assert "a" not in store
+    assert list(store) == ["b"]
+    store.discard("1")
+    assert len(store) == 0
+    assert store.value("1") is None
+
+
+def test_reconciles_wait_until_the_children_are_listed(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At start-up a reconcile that ran before the children were listed would not see those that
+    exist, and would create them again."""
+    done: list[tuple[str, str, str]] = []
+
+    async def reconciled(_rt: Runtime, *key: str) -> None:
+        done.append(key)
+
+    monkeypatch.setattr(engine, "reconcile_named", reconciled)
+
+    async def scenario() -> tuple[list[Any], list[Any]]:
+        rt.listed = asyncio.Event()
+        engine.enqueue(rt, "Playground", "ns", "chat")
+        await asyncio.sleep(0.05)
+        before = list(done)
+        rt.listed.set()
+        while rt.tasks:
+            await asyncio.gather(*list(rt.tasks))
+        return before, list(done)
+
+    before, after = asyncio.run(scenario())
+    assert before == []
+    assert after == [("Playground", "ns", "chat")]
