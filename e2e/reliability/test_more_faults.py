@@ -101,7 +101,8 @@ def test_stalled_connections_are_noticed_and_the_operator_watches_again(
 ) -> None:
     """Plan §2.2 row 6b: every open connection of the operator (its watches among them) silently
     stops delivering, for good; new connections pass. Changes made afterwards reach the operator
-    only if it notices the silent watches (kopf's inactivity timeout, 70 s) and watches again."""
+    only if it notices the silent watches (the inactivity timeout of kopf's and of its own, 70 s) and
+    watches again."""
     cp, fig = control_plane, Figures("stalled-watch")
     cp.apply([model("qwen-rel-stall"), playground("a", namespace, "qwen-rel-stall")])
     # a Lease renewal on a stalled pooled connection waits for the 30 s request timeout before a

@@ -5,8 +5,10 @@ restarted again without it for the rest of the session), so watches are served b
 a watch that resumes from a compacted resourceVersion is answered ``410 Gone``, as in a cluster
 whose watch cache lost that history. The operator reaches the API server through the fault proxy,
 which refuses it while users edit and etcd is compacted through its v3 JSON gateway; when the proxy
-lets it through again, kopf resumes its watches from the last resourceVersion it saw, gets 410, and
-must list again. In the full set (``nox -s reliability``).
+lets it through again, kopf and the operator's own watches (children, serving pods) resume from the
+last resourceVersion they saw, get 410, and must list again; a LeaderWorkerSet deleted meanwhile
+is missing from that listing, which must count as its deletion (it is recreated). In the full set
+(``nox -s reliability``).
 """
 
 from __future__ import annotations
@@ -110,6 +112,9 @@ def test_watch_gone_after_compaction_relists_and_converges_without_duplicates(
                 # while it cannot see: an edit, a create and a delete, then the history compacted
                 cp.apply([edited("a", namespace, mdl, "--after-gone"), playground("d", namespace, mdl)])
                 cp.kubectl("delete", "pl/c", "-n", namespace, "--wait=false")
+                # and a child deleted: only a relisting that reports what it lacks brings it back
+                lost_uid = (get(cp, "leaderworkerset/b", namespace) or {})["metadata"]["uid"]
+                cp.kubectl("delete", "leaderworkerset/b", "-n", namespace, "--wait=false")
                 revision = etcd_revision(cp)
                 compact(cp, revision)
                 fig.add("compacted at revision", revision)
@@ -121,6 +126,8 @@ def test_watch_gone_after_compaction_relists_and_converges_without_duplicates(
                     lambda: (
                         converged_with_arg(cp, namespace, final, "a", "--after-gone")
                         and get(cp, "leaderworkerset/c", namespace) is None
+                        and (get(cp, "leaderworkerset/b", namespace) or {}).get("metadata", {}).get("uid")
+                        not in (None, lost_uid)
                     ),
                     "convergence after the 410",
                     T_CONV,
@@ -132,6 +139,10 @@ def test_watch_gone_after_compaction_relists_and_converges_without_duplicates(
                 listed = relists(cp, op.user, cut, "playgrounds")
                 fig.add("Playground re-lists", listed)
                 assert listed >= 1, "no re-list after the compaction: no watch got 410, nothing proven"
+                # the operator's own watch of children (llmaz.operator.watch) relisted too
+                lws_listed = relists(cp, op.user, cut, "leaderworkersets")
+                fig.add("LeaderWorkerSet re-lists", lws_listed)
+                assert lws_listed >= 1, "the children's watch did not list again after the 410"
                 assert op.proc.pid == pid
                 check_unique_and_owned(cp, namespace, final)
                 check_healthy(op)

@@ -40,12 +40,20 @@ log = logging.getLogger("llmaz.operator")
 
 WATCH_SECONDS = 300
 """How long the API server keeps one watch request open (``timeoutSeconds``); it is then resumed."""
+INACTIVITY_SECONDS = 70.0
+"""A watch that delivers nothing, not even a bookmark (the API server sends one about every 60 s),
+for this long is taken as dead and resumed on a new connection: a connection a load balancer
+silently dropped would otherwise hide every change until ``WATCH_SECONDS`` ran out (kopf's
+inactivity timeout, which its watches keep, is the same)."""
 PAGE_SIZE = 500
 """Objects per page of a listing."""
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0)
 """Seconds before a failed list or watch is tried again, growing with each failure in a row."""
 REFUSED_RETRY_SECONDS = 60.0
-"""Seconds before a kind the API server refused (403, 404) is tried again."""
+"""Seconds before a kind the API server refused (:data:`REFUSED`) is tried again."""
+REFUSED = frozenset({403, 404})
+"""Answers that say the kind cannot be watched at all (no permission, not served); any other error
+is retried after :data:`RETRY_DELAYS`."""
 
 Handler = Callable[[str | None, Mapping[str, Any]], None]
 """Called with each event's type (``ADDED``, ``MODIFIED``, ``DELETED``; ``None`` for the first
@@ -240,57 +248,75 @@ class _Stream:
                 failures = 0
             except WatchGone:
                 version = None
+            except TimeoutError:
+                # nothing arrived for INACTIVITY_SECONDS: resume at once on a new connection (a
+                # listing that timed out is retried the same way)
+                log.debug("watch of %s silent for %.0fs: resuming", self._where(), INACTIVITY_SECONDS)
             except _Refused as err:
+                if err.status not in REFUSED:
+                    await self._retry(failures, err)  # 401 (a token to refresh), 429, 5xx...
+                    failures += 1
+                    continue
                 # not served (a CRD not installed) or no permission: reconciles need not wait for it
                 self._owner._done_listing(index)
                 log.warning("cannot watch %s: %s (retry in %.0fs)", self._where(), err, REFUSED_RETRY_SECONDS)
                 version = None
                 await asyncio.sleep(REFUSED_RETRY_SECONDS)
-            except (aiohttp.ClientError, OSError, TimeoutError, ValueError) as err:
-                delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+            except (aiohttp.ClientError, OSError, ValueError) as err:
+                await self._retry(failures, err)
                 failures += 1
-                reason = str(err) or type(err).__name__
-                log.warning("watch of %s failed (retry in %.0fs): %s", self._where(), delay, reason)
-                await asyncio.sleep(delay)
+
+    async def _retry(self, failures: int, err: Exception) -> None:
+        delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
+        reason = str(err) or type(err).__name__
+        log.warning("watch of %s failed (retry in %.0fs): %s", self._where(), delay, reason)
+        await asyncio.sleep(delay)
 
     async def _list(self) -> str:
-        items: list[dict[str, Any]] = []
+        """List every object, a page at a time (each page handled before the next is fetched, so
+        a large listing is never held decoded all at once); the listing's resourceVersion."""
+        first = not self._listed_once
+        seen: set[str] = set()
         params = {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
         while True:
             async with await self._owner._get(self._path, params, 60) as answer:
-                if answer.status == 410:  # the continue token expired: start the listing again
-                    items, params = [], {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
+                if answer.status == 410 and "continue" in params:
+                    # the continue token expired: list from the start (seen objects stay seen)
+                    params = {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
                     continue
                 text = await answer.text()
                 if answer.status >= 400:
                     raise _Refused(answer.status, _message(text))
             page = json.loads(text)
-            items += page.get("items") or []
+            del text
+            self._take_page(page.get("items") or [], seen, first)
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
-                version = str(meta.get("resourceVersion") or "")
-                break
+                self._end_listing(seen)
+                return str(meta.get("resourceVersion") or "")
             params = {**params, "continue": str(meta["continue"])}
-        self.relisted(items)
-        return version
 
     def relisted(self, items: list[dict[str, Any]]) -> None:
         """Take a complete listing: the first one as the initial state (events of type ``None``);
         a later one (after 410 Gone) as the changes since the last event seen: new or changed
         objects as ``ADDED`` / ``MODIFIED``, objects it lacks as ``DELETED``."""
-        first = not self._listed_once
-        self._listed_once = True
         seen: set[str] = set()
+        self._take_page(items, seen, not self._listed_once)
+        self._end_listing(seen)
+
+    def _take_page(self, items: list[dict[str, Any]], seen: set[str], first: bool) -> None:
         for obj in items:
             obj.setdefault("apiVersion", self.kind.api_version)  # items of a list come without them
             obj.setdefault("kind", self.kind.kind)
             uid = uid_of(obj)
             seen.add(uid)
             before = self._known.get(uid)
-            version = resource_version(obj)
-            if not first and before == version:
+            if not first and before == resource_version(obj):
                 continue
             self._dispatch(None if first else ("ADDED" if before is None else "MODIFIED"), obj)
+
+    def _end_listing(self, seen: set[str]) -> None:
+        self._listed_once = True
         for uid in [u for u in self._known if u not in seen]:
             kept = self._store.value(uid)
             self._known.pop(uid, None)
@@ -306,7 +332,7 @@ class _Stream:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
         }
-        async with await self._owner._get(self._path, params, WATCH_SECONDS + 30) as answer:
+        async with await self._owner._get(self._path, params, INACTIVITY_SECONDS) as answer:
             if answer.status == 410:
                 raise WatchGone
             if answer.status >= 400:
