@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     pods = [serving_pod(i) for i in range(args.events)]
     rows: list[tuple[str, Callable[[], float]]] = [
         (
-            "LWS update, the operator's own watch",
+            "LWS update, the operator's own watch (no owner: not indexed)",
             lambda: own_watch("LeaderWorkerSet", lws_events("MODIFIED")),
         ),
         ("pod listed, the operator's own watch", lambda: own_listing("Pod", pods)),

@@ -169,8 +169,8 @@ def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
     assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/preheat-model"]
     assert list(selectors.collect(Resource("batch", "v1", "jobs"))) == ["llmaz.io/preheat-model"]
     assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
-    own = {(k.api_version, k.plural): k.selector for k in watched_kinds(_runtime())}
-    assert own[("v1", "pods")] == "llmaz.io/model-name,leaderworkerset.sigs.k8s.io/name"
+    own = {k.path(None): k.selector for k in watched_kinds(_runtime())}
+    assert own["/api/v1/pods"] == "llmaz.io/model-name,leaderworkerset.sigs.k8s.io/name"
 
 
 def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> None:
@@ -178,14 +178,15 @@ def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> 
     own watches (not kopf: no kopf handler takes them), only llmaz's reaching the operator;
     inference Services (users write them: they have the same plural as core Services) and
     Playgrounds are kopf's, with every object."""
-    own = {(k.api_version, k.plural): k.selector for k in watched_kinds(_runtime())}
+    own = {k.path(None): k.selector for k in watched_kinds(_runtime())}
     for api_version, plural in (
         ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
         ("v1", "services"),
         ("autoscaling/v2", "horizontalpodautoscalers"),
         ("resource.k8s.io/v1", "resourceclaimtemplates"),
     ):
-        assert own[(api_version, plural)] == "app.kubernetes.io/managed-by=llmaz", plural
+        path = f"/apis/{api_version}/{plural}" if "/" in api_version else f"/api/{api_version}/{plural}"
+        assert own[path] == "app.kubernetes.io/managed-by=llmaz", plural
         group, _, version = api_version.rpartition("/")
         resource = Resource(group, version, plural)
         registry = build_registry()

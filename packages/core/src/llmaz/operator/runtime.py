@@ -2,8 +2,9 @@
 
 * :class:`Runtime`: configuration, plugin manager, API adapter, metrics, the work queue and the
   small caches that keep an event caused by our own write from writing again.
-* :class:`Indexes`: the kopf indexes (objects by name, dependents by referenced model/backend,
-  children by owner uid), as one typed view.
+* :class:`Indexes`: the kopf indexes (objects by name, dependents by referenced model/backend)
+  and the operator's own (:mod:`llmaz.operator.watch`: children by owner uid, serving pods by
+  LeaderWorkerSet), as one typed view.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Any
 
 import aiohttp
 
-from llmaz.operator.kube import Kube
+from llmaz.operator.kube import Kube, resource_path
 from llmaz.operator.runtime import resource_version, uid_of
 
 log = logging.getLogger("llmaz.operator")
@@ -112,15 +112,14 @@ class Store(Mapping[Any, Collection[Any]]):
 
 @dataclass(frozen=True)
 class WatchedKind:
-    """One kind to list and watch: where (``api_version``, ``plural``; ``kind`` is filled into
-    listed items, which the API server sends without it), which objects (``selector``, a label
+    """One kind to list and watch: what (``api_version``, ``kind``; both are filled into listed
+    items, which the API server sends without them), which objects (``selector``, a label
     selector the API server applies), the index it fills (``store_id``, ``key_of``, ``value_of``;
     ``body_of`` turns a kept value back into a body for a deletion found by relisting), and the
     ``handler`` of its events. ``resource`` is the ``llmaz_watch_events_total`` label."""
 
     api_version: str
     kind: str
-    plural: str
     selector: str
     store_id: str
     key_of: Callable[[Mapping[str, Any]], Any]
@@ -130,8 +129,7 @@ class WatchedKind:
     resource: str
 
     def path(self, namespace: str | None) -> str:
-        base = f"/api/{self.api_version}" if "/" not in self.api_version else f"/apis/{self.api_version}"
-        return f"{base}/namespaces/{namespace}/{self.plural}" if namespace else f"{base}/{self.plural}"
+        return resource_path(self.api_version, self.kind, namespace)
 
 
 class WatchGone(Exception):
@@ -139,7 +137,7 @@ class WatchGone(Exception):
 
 
 class _Refused(Exception):
-    """The API server refused the list or watch (4xx other than 410)."""
+    """The API server answered the list or watch with an error (other than 410 Gone)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"HTTP {status}: {message[:300]}")

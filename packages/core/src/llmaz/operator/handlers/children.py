@@ -53,7 +53,6 @@ def watched_kinds(rt: Runtime) -> list[WatchedKind]:
             WatchedKind(
                 api_version=api_version,
                 kind=kind,
-                plural=plural,
                 selector=CHILD_SELECTOR,
                 store_id=owned_index_id(api_version, kind),
                 key_of=controller_uid,

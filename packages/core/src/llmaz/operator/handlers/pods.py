@@ -74,7 +74,6 @@ def watched_kind(rt: Runtime) -> WatchedKind:
     return WatchedKind(
         api_version=GROUP_VERSION,
         kind="Pod",
-        plural=PLURAL,
         selector=SELECTOR,
         store_id=IDX_PODS,
         key_of=_key,
