@@ -48,7 +48,7 @@ def rt(make_runtime: Callable[[Any], Runtime], child_writes: Any) -> Runtime:
 def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     calls: list[tuple[str, str, str]] = []
 
-    def record(_rt: Runtime, kind: str, namespace: str, name: str) -> None:
+    def record(_rt: Runtime, kind: str, namespace: str, name: str, **_: Any) -> None:
         calls.append((kind, namespace, name))
 
     for module in (children, playground, service):
@@ -238,7 +238,7 @@ def pod_events(
     """The real pod event handler with a 0.05-s coalescing window, and what it queued."""
     monkeypatch.setattr(engine, "POD_COALESCE_SECONDS", 0.05)
     queued: list[tuple[str, str, str]] = []
-    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key: queued.append(key))
+    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key, **_: queued.append(key))
     labels = {"llmaz.io/model-name": "qwen", "leaderworkerset.sigs.k8s.io/name": "chat"}
     handler = pods.watched_kind(rt).handler
 

@@ -95,7 +95,7 @@ def test_a_relisting_after_gone_reports_what_changed_meanwhile(
     (its owner must repair it), a changed one was modified, a new one added; an unchanged one
     is not reported again."""
     queued: list[tuple[str, str, str]] = []
-    monkeypatch.setattr("llmaz.operator.handlers.children.enqueue", lambda _rt, *key: queued.append(key))
+    monkeypatch.setattr("llmaz.operator.handlers.children.enqueue", lambda _rt, *key, **_: queued.append(key))
 
     watches, calls = recording(rt)
     stream = watches.stream("LeaderWorkerSet", "ns")
@@ -203,3 +203,59 @@ def test_reconciles_wait_until_the_children_are_listed(rt: Runtime, monkeypatch:
     before, after = asyncio.run(scenario())
     assert before == []
     assert after == [("Playground", "ns", "chat")]
+
+
+class OwnerLookup:
+    """Stand-in for the API adapter's GET of the owner (``None``: deleted)."""
+
+    def __init__(self, answer: dict[str, Any] | None) -> None:
+        self.answer = answer
+        self.asked: list[tuple[Any, ...]] = []
+
+    def get(self, *where: Any) -> dict[str, Any] | None:
+        self.asked.append(where)
+        return copy.deepcopy(self.answer)
+
+
+STALE_SERVICE = {
+    "apiVersion": "inference.llmaz.io/v1alpha1",
+    "kind": "Service",
+    "metadata": {"name": "c", "namespace": "ns", "uid": "svc-c", "resourceVersion": "4"},
+}
+
+
+class OneService:
+    """kopf's index as it is after a relisting that did not send a Service deleted meanwhile."""
+
+    def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(STALE_SERVICE) if (namespace, name) == ("ns", "c") else None
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_a_deleted_childs_owner_is_checked_before_it_is_reconciled(
+    make_runtime: Callable[[Any], Runtime], monkeypatch: pytest.MonkeyPatch, exists: bool
+) -> None:
+    """A child's deletion (the watch, or a relisting that lacks it) queues its owner with a check:
+    an owner the API server no longer has is never reconciled again, even by the resync (its
+    reconcile would create children the garbage collector deletes at once, whose deletion queues it
+    again: the loop the watch-gone scenario found); one that exists is reconciled as always."""
+    lookup = OwnerLookup(copy.deepcopy(STALE_SERVICE) if exists else None)
+    rt = make_runtime(lookup)
+    rt.indexes = OneService()  # type: ignore[assignment]
+    reconciled: list[str] = []
+
+    async def record(_rt: Runtime, _idx: Any, snap: dict[str, Any]) -> None:
+        reconciled.append(snap["metadata"]["uid"])
+
+    monkeypatch.setattr(engine, "reconcile", record)
+
+    async def scenario() -> None:
+        engine.enqueue(rt, "Service", "ns", "c", verify=True)  # its LWS was deleted
+        await asyncio.gather(*list(rt.tasks))
+        engine.enqueue(rt, "Service", "ns", "c")  # the resync, later
+        await asyncio.gather(*list(rt.tasks))
+
+    asyncio.run(scenario())
+    assert lookup.asked == [("inference.llmaz.io/v1alpha1", "Service", "ns", "c")]  # once
+    assert reconciled == (["svc-c", "svc-c"] if exists else [])
+    assert ("svc-c" in rt.gone) is not exists

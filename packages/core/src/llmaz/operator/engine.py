@@ -729,7 +729,9 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                 handle.cancel()
 
 
-def enqueue(rt: Runtime, kind: str, namespace: str, name: str, *, urgent: bool = False) -> None:
+def enqueue(
+    rt: Runtime, kind: str, namespace: str, name: str, *, urgent: bool = False, verify: bool = False
+) -> None:
     """Queue a reconcile of an object (``kind`` is ``Playground`` or ``Service``). An object already
     waiting is not queued twice, one being reconciled is queued again once that ends: every event,
     resync and timer only names the object, and the reconcile reads its latest version from the
@@ -741,9 +743,14 @@ def enqueue(rt: Runtime, kind: str, namespace: str, name: str, *, urgent: bool =
     Service it just created or changed this way, so that Service's children are applied next
     instead of after every Playground queued meanwhile. At N = 300 the ``-lb`` Services, whose
     cluster IPs the API server allocates at ~30 per second whoever asks, then started only once
-    most Playgrounds had their inference Service (issue 15)."""
+    most Playgrounds had their inference Service (issue 15).
+
+    ``verify``: one of the object's children was deleted; its reconcile first checks with the API
+    server that the object itself still exists (:func:`reconcile_named`)."""
     key = (kind, namespace, name)
     queue = rt.queue
+    if verify:
+        queue.verify.add(key)
     if key in queue.busy:
         queue.again.add(key)
         return
@@ -866,5 +873,32 @@ async def reconcile_named(rt: Runtime, kind: str, namespace: str, name: str) -> 
     fresh = rt.fresh.pop((kind, namespace, name), None)
     if fresh is not None and resource_version(fresh) > resource_version(snap):
         snap = fresh
-    if snap is not None:
-        await reconcile(rt, idx, snap)
+    if snap is None or uid_of(snap) in rt.gone:
+        return
+    if (kind, namespace, name) in rt.queue.verify:
+        rt.queue.verify.discard((kind, namespace, name))
+        snap = await _still_there(rt, snap)
+        if snap is None:
+            return
+    await reconcile(rt, idx, snap)
+
+
+async def _still_there(rt: Runtime, snap: Snapshot) -> Snapshot | None:
+    """``snap`` as the API server has it now, or ``None`` when it was deleted (its uid is then
+    :attr:`Runtime.gone`). A failed request keeps ``snap``."""
+    meta = snap["metadata"]
+    where = (str(snap.get("apiVersion")), str(snap.get("kind")), meta.get("namespace"), meta["name"])
+    try:
+        live = await asyncio.to_thread(rt.kube.get, *where)
+    except (KubeError, OSError):
+        return snap
+    if live is not None and uid_of(live) == uid_of(snap):
+        return plain(live)
+    rt.gone.add(uid_of(snap))
+    log.info(
+        "%s %s/%s was deleted while its watch could not see (not reconciled again)",
+        snap.get("kind"),
+        meta.get("namespace"),
+        meta["name"],
+    )
+    return None if live is None else plain(live)

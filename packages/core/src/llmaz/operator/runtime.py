@@ -363,6 +363,9 @@ class WorkQueue:
     """Busy objects queued again meanwhile: waiting once their reconcile ends."""
     soon: dict[tuple[str, str, str], asyncio.TimerHandle] = field(default_factory=dict)
     """Objects to queue when their timer fires (:func:`llmaz.operator.engine.enqueue_soon`)."""
+    verify: set[tuple[str, str, str]] = field(default_factory=set)
+    """Objects whose next reconcile first asks the API server whether they still exist (one of
+    their children was deleted: :func:`llmaz.operator.engine.reconcile_named`)."""
     workers: int = 0
 
     def depth(self) -> int:
@@ -471,6 +474,12 @@ class Runtime:
     """``(ref, name)`` -> loop times of the first and the last change not yet refreshed
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
+    gone: set[str] = field(default_factory=set)
+    """uids of Playgrounds and inference Services the API server no longer has although kopf's
+    index still holds them: kopf's relisting after 410 Gone sends only the objects that exist, so
+    one deleted while the watch was down stays in its index. Never reconciled again: creating
+    children for it made children the garbage collector deleted at once, whose deletion queued
+    the same reconcile, in a loop (found by the watch-gone scenario)."""
     stores: dict[str, Any] = field(default_factory=dict)
     """The indexes of :class:`llmaz.operator.watch.Watches` (children, serving pods) by index id,
     read through :class:`Indexes` with kopf's."""

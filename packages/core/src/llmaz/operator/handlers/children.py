@@ -82,6 +82,8 @@ def _handler(rt: Runtime) -> Callable[[str | None, Mapping[str, Any]], None]:
             return  # our own apply coming back: the owner applied it and has nothing to repair
         owner = _owner(body)
         if owner is not None:
-            enqueue(rt, owner[0], (body.get("metadata") or {}).get("namespace") or "", owner[1])
+            namespace = (body.get("metadata") or {}).get("namespace") or ""
+            # a deleted child: the owner may be gone too (see Runtime.gone)
+            enqueue(rt, owner[0], namespace, owner[1], verify=kind == "DELETED")
 
     return child_event

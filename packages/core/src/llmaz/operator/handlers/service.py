@@ -77,4 +77,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
             # our status write does: the Playground shows the Service's render errors and selector)
             for ref in body.get("metadata", {}).get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
-                    enqueue(rt, "Playground", body.metadata.namespace or "", ref["name"])
+                    # a deleted Service: its Playground may be gone too (see Runtime.gone)
+                    ns = body.metadata.namespace or ""
+                    enqueue(rt, "Playground", ns, ref["name"], verify=kind == "DELETED")
