@@ -895,10 +895,6 @@ async def _still_there(rt: Runtime, snap: Snapshot) -> Snapshot | None:
     if live is not None and uid_of(live) == uid_of(snap):
         return plain(live)
     rt.gone.add(uid_of(snap))
-    log.info(
-        "%s %s/%s was deleted while its watch could not see (not reconciled again)",
-        snap.get("kind"),
-        meta.get("namespace"),
-        meta["name"],
-    )
+    # (debug: in a namespace deletion most owners go this way before their own deletion arrives)
+    log.debug("%s %s/%s is gone: not reconciled again", snap.get("kind"), meta.get("namespace"), meta["name"])
     return None if live is None else plain(live)

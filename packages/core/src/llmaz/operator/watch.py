@@ -161,6 +161,7 @@ class Watches:
         scopes: list[str | None] = list(namespaces) or [None]  # None: cluster-wide
         self._streams = [_Stream(self, kind, ns) for kind in kinds for ns in scopes]
         self._unlisted = set(range(len(self._streams)))
+        self._failing: set[int] = set()
         self.listed = asyncio.Event()
         """Set once every stream has listed its objects once (or found its kind refused)."""
         if not self._streams:
@@ -188,6 +189,17 @@ class Watches:
     def stream(self, kind: str, namespace: str | None = None) -> _Stream:
         """The stream of ``kind`` in ``namespace`` (``None``: cluster-wide)."""
         return next(s for s in self._streams if s.kind.kind == kind and s.namespace == namespace)
+
+    def _failed(self, index: int) -> bool:
+        """Record that stream ``index`` failed; True when no stream was failing before (an outage
+        of the API server fails every stream at once: one log line for all of them, kopf's
+        retries being cut to one line per failing request too)."""
+        first = not self._failing
+        self._failing.add(index)
+        return first
+
+    def _connected(self, index: int) -> None:
+        self._failing.discard(index)
 
     def _done_listing(self, index: int) -> None:
         self._unlisted.discard(index)
@@ -230,11 +242,13 @@ class _Stream:
         self._known: dict[str, int] = {}
         """uid -> resourceVersion of every object this stream has seen and not seen deleted."""
         self._listed_once = False
+        self._index = 0
 
     def _where(self) -> str:
         return self.kind.resource + (f" in {self.namespace}" if self.namespace else "")
 
     async def run(self, index: int) -> None:
+        self._index = index
         failures = 0
         version: str | None = None
         while True:
@@ -267,7 +281,8 @@ class _Stream:
     async def _retry(self, failures: int, err: Exception) -> None:
         delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
         reason = str(err) or type(err).__name__
-        log.warning("watch of %s failed (retry in %.0fs): %s", self._where(), delay, reason)
+        level = logging.WARNING if self._owner._failed(self._index) else logging.DEBUG
+        log.log(level, "watch of %s failed (retry in %.0fs): %s", self._where(), delay, reason)
         await asyncio.sleep(delay)
 
     async def _list(self) -> str:
@@ -285,6 +300,7 @@ class _Stream:
                 text = await answer.text()
                 if answer.status >= 400:
                     raise _Refused(answer.status, _message(text))
+            self._owner._connected(self._index)
             page = json.loads(text)
             del text
             self._take_page(page.get("items") or [], seen, first)
@@ -335,6 +351,7 @@ class _Stream:
                 raise WatchGone
             if answer.status >= 400:
                 raise _Refused(answer.status, _message(await answer.text()))
+            self._owner._connected(self._index)
             pending = b""
             async for chunk in answer.content.iter_any():
                 pending += chunk
