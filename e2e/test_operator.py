@@ -413,6 +413,17 @@ def test_deleted_lws_comes_back_with_a_new_uid(cp: ControlPlane, operator: Opera
     wait_until(replaced, "a new LWS", 10, operator.log)
     assert time.monotonic() - start < 10
 
+    # the Playground's own child, the inference Service, comes back too (its deletion makes the
+    # operator check that the Playground itself still exists: a GET of it)
+    old_isvc = (get(cp, "isvc/repair", namespace) or {})["metadata"]["uid"]
+    cp.kubectl("delete", "isvc/repair", "-n", namespace, "--wait=false")
+
+    def isvc_back() -> bool:
+        now = get(cp, "isvc/repair", namespace) or {"metadata": {"uid": old_isvc}}
+        return now["metadata"]["uid"] != old_isvc and not now["metadata"].get("deletionTimestamp")
+
+    wait_until(isvc_back, "a new inference Service", 10, operator.log)
+
 
 def test_hand_edits_of_owned_fields_are_put_back_and_user_labels_survive(
     cp: ControlPlane, operator: Operator, namespace: str

@@ -72,7 +72,12 @@ def integration_rules() -> tuple[Rule, ...]:
 RULES: tuple[Rule, ...] = (
     Rule(("llmaz.io",), ("openmodels",), WATCH, "Playgrounds and Services reference OpenModels"),
     Rule(("llmaz.io",), ("openmodels/status",), ("patch",), "which objects use a model"),
-    Rule(("inference.llmaz.io",), ("playgrounds",), WATCH, "reconciled kind; users create and delete them"),
+    Rule(
+        ("inference.llmaz.io",),
+        ("playgrounds",),
+        ("get", *WATCH),
+        "reconciled kind (get: does it still exist, after a child's deletion)",
+    ),
     Rule(("inference.llmaz.io",), ("services",), CHILD, "reconciled kind and a Playground's child"),
     Rule(
         ("inference.llmaz.io",),

@@ -19,6 +19,7 @@ from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
 from llmaz.operator.handlers._common import count_event, event_type, runtime
+from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, controller_uid, pack, uid_of
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
@@ -67,6 +68,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if kind == "DELETED":
             rt.forget(uid)
             rt.fresh.pop(key, None)
+            # as for any child: what we applied is gone, so its Playground creates it again (the
+            # cached answer made that reconcile take the deletion for a write not seen yet)
+            rt.applied.pop(ObjectKey.of(body), None)
+            rt.contained.pop(ObjectKey.of(body), None)
         elif not (echo or status_echo) or key in rt.fresh:
             # (our Playground's apply coming back was reconciled already from its answer, unless
             # that answer is still waiting in rt.fresh: engine.apply_children; our own status
