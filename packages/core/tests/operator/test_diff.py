@@ -39,3 +39,12 @@ def test_a_changed_owned_field_or_list_length_is_a_difference() -> None:
     assert not contains(live, DESIRED)
     assert not contains({"metadata": {"name": "a"}}, DESIRED)
     assert not contains({"spec": {"flag": "true"}}, {"spec": {"flag": True}})
+
+
+def test_a_digest_that_looks_like_a_huge_exponent_is_compared_as_text() -> None:
+    """A 16-hex-digit render hash such as ``4e93284729384729`` matches the quantity syntax with an
+    exponent no Decimal can hold: comparing two of them overflowed, and every reconcile of that
+    child failed (seen in e2e: a Playground's fallback never completed)."""
+    live = {"metadata": {"annotations": {"llmaz.io/render-hash": "4e93284729384729"}}}
+    assert contains(live, {"metadata": {"annotations": {"llmaz.io/render-hash": "4e93284729384729"}}})
+    assert not contains(live, {"metadata": {"annotations": {"llmaz.io/render-hash": "5e93284729384729"}}})

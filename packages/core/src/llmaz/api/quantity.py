@@ -53,4 +53,7 @@ def parse(value: str | int | float) -> Decimal | None:
         return base * _BINARY[suffix]
     if suffix in _DECIMAL:
         return base * _DECIMAL[suffix]
-    return base * (Decimal(10) ** int(suffix[1:]))
+    try:
+        return base * (Decimal(10) ** int(suffix[1:]))
+    except ArithmeticError:  # decimal.Overflow: "4e93284729384729" (a hex digest) is no quantity
+        return None
