@@ -650,6 +650,9 @@ def run_one(  # noqa: PLR0917
                 "lws_ready_s": round(t_lws - t0, 2),
                 "available_s": round(t_avail - t0, 2),
                 "reconciles_per_playground": per_playground(counted["reconciles"], n),
+                "reconciles_per_playground_until_children": per_playground(
+                    counted_children["reconciles"], n, counted0["reconciles"]
+                ),
                 # what kopf handed the operator: events of every watched resource, per Playground
                 "watch_events_per_playground": {
                     "until_children": per_playground(
@@ -853,6 +856,13 @@ def table(results: list[dict[str, Any]]) -> str:
             "reconciles per Playground: Playground / inference Service",
             lambda r: " / ".join(
                 str((r["operator"].get("reconciles_per_playground") or {}).get(k))
+                for k in ("Playground", "Service")
+            ),
+        ),
+        (
+            "  of which until every child existed",
+            lambda r: " / ".join(
+                str((r["operator"].get("reconciles_per_playground_until_children") or {}).get(k))
                 for k in ("Playground", "Service")
             ),
         ),

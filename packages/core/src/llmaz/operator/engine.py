@@ -730,7 +730,14 @@ async def reconcile(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
 
 
 def enqueue(
-    rt: Runtime, kind: str, namespace: str, name: str, *, urgent: bool = False, verify: bool = False
+    rt: Runtime,
+    kind: str,
+    namespace: str,
+    name: str,
+    *,
+    urgent: bool = False,
+    later: bool = False,
+    verify: bool = False,
 ) -> None:
     """Queue a reconcile of an object (``kind`` is ``Playground`` or ``Service``). An object already
     waiting is not queued twice, one being reconciled is queued again once that ends: every event,
@@ -745,6 +752,10 @@ def enqueue(
     cluster IPs the API server allocates at ~30 per second whoever asks, then started only once
     most Playgrounds had their inference Service (issue 15).
 
+    ``later``: a pod changed (or the Playground's inference Service wrote its status); what that
+    changes is the status, and a flavor fallback that has minutes to go. The reconcile waits behind
+    the others (:attr:`~llmaz.operator.runtime.WorkQueue.later`); queued otherwise, it moves up.
+
     ``verify``: one of the object's children was deleted; its reconcile first checks with the API
     server that the object itself still exists (:func:`reconcile_named`)."""
     key = (kind, namespace, name)
@@ -752,7 +763,11 @@ def enqueue(
     if verify:
         queue.verify.add(key)
     if key in queue.busy:
-        queue.again.add(key)
+        if not later:
+            queue.again.add(key)
+            queue.again_later.discard(key)
+        elif key not in queue.again:
+            queue.again_later.add(key)
         return
     if key in queue.urgent:
         return
@@ -760,7 +775,14 @@ def enqueue(
         if not urgent:
             return
         del queue.waiting[key]
-    (queue.urgent if urgent else queue.waiting)[key] = None
+    if key in queue.later:
+        if later:
+            return
+        del queue.later[key]
+    if later:
+        queue.later[key] = asyncio.get_running_loop().time()
+    else:
+        (queue.urgent if urgent else queue.waiting)[key] = None
     rt.metrics.queue_depth.set(queue.depth())
     if queue.workers < rt.config.workers:
         queue.workers += 1
@@ -772,29 +794,29 @@ POD_COALESCE_SECONDS = 1.0
 
 
 def enqueue_soon(rt: Runtime, kind: str, namespace: str, name: str) -> None:
-    """Queue a reconcile :data:`POD_COALESCE_SECONDS` from now; an object already due to be
-    queued is not timed again. Pod events come in bursts (created, bound, started, Ready; every pod of a
-    multi-host group at once), each of which reconciled both owners of the pod: at N = 300, 11
-    reconciles per Playground, most of them for pod events, while the operator's CPU was what the
-    API server lacked to create children (issue 15). One reconcile per owner and second sees the
-    burst's last state."""
+    """Queue a status-only reconcile (``later``: :func:`enqueue`) :data:`POD_COALESCE_SECONDS` from
+    now; an object already due to be queued is not timed again. Pod events come in bursts (created,
+    bound, started, Ready; every pod of a multi-host group at once), each of which reconciled both
+    owners of the pod: at N = 300, 11 reconciles per Playground, most of them for pod events, while
+    the operator's CPU was what the API server lacked to create children (issue 15). One reconcile
+    per owner and second sees the burst's last state."""
     key = (kind, namespace, name)
     if key in rt.queue.soon:
         return
 
     def fire() -> None:
         rt.queue.soon.pop(key, None)
-        enqueue(rt, kind, namespace, name)
+        enqueue(rt, kind, namespace, name, later=True)
 
     rt.queue.soon[key] = asyncio.get_running_loop().call_later(POD_COALESCE_SECONDS, fire)
 
 
 def enqueue_now(rt: Runtime, kind: str, namespace: str, name: str) -> None:
-    """Queue a reconcile now, instead of when an :func:`enqueue_soon` timer would have."""
+    """Queue a status-only reconcile now, instead of when an :func:`enqueue_soon` timer would have."""
     handle = rt.queue.soon.pop((kind, namespace, name), None)
     if handle is not None:
         handle.cancel()
-    enqueue(rt, kind, namespace, name)
+    enqueue(rt, kind, namespace, name, later=True)
 
 
 def enqueue_many(rt: Runtime, targets: Iterable[tuple[str, str, str]]) -> None:
@@ -803,14 +825,15 @@ def enqueue_many(rt: Runtime, targets: Iterable[tuple[str, str, str]]) -> None:
 
 
 async def _work(rt: Runtime) -> None:
-    """One of at most ``config.workers`` workers: reconciles queued objects (urgent ones first, then
-    the oldest) and ends when the queue is empty."""
+    """One of at most ``config.workers`` workers: reconciles queued objects (in the order of
+    :meth:`~llmaz.operator.runtime.WorkQueue.take`) and ends when the queue is empty."""
     queue = rt.queue
+    loop = asyncio.get_running_loop()
     try:
         if rt.listed is not None:
             # a reconcile before the children are listed would not see those that exist
             await rt.listed.wait()
-        while (key := queue.take()) is not None:
+        while (key := queue.take(loop.time())) is not None:
             queue.busy.add(key)
             try:
                 await reconcile_named(rt, *key)
@@ -822,6 +845,9 @@ async def _work(rt: Runtime) -> None:
                 if key in queue.again:
                     queue.again.discard(key)
                     queue.waiting[key] = None
+                elif key in queue.again_later:
+                    queue.again_later.discard(key)
+                    queue.later[key] = loop.time()
     finally:
         queue.workers -= 1
 

@@ -347,6 +347,10 @@ class Indexes:
         return out
 
 
+LATER_MAX_WAIT = 5.0
+"""Seconds a status-only reconcile (:attr:`WorkQueue.later`) waits at most behind the others."""
+
+
 @dataclass
 class WorkQueue:
     """Objects waiting for a reconcile (:func:`llmaz.operator.engine.enqueue`), as
@@ -357,10 +361,21 @@ class WorkQueue:
     """Taken before :attr:`waiting`: inference Services their Playground's reconcile just created
     or changed, so each chain Playground -> Service -> LWS and ``-lb`` Service runs through
     before the next Playground's starts (:func:`llmaz.operator.engine.enqueue`)."""
+    later: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """Taken after :attr:`waiting`: objects whose reconcile only brings their status up to date with
+    their pods (or with their inference Service's status), with the loop time each was queued.
+    While Playgrounds wait for their children, their pods' reconciles wait for them, and a burst of
+    pod events for one object while it waits costs one reconcile (issue 15: at N = 1000 those
+    reconciles took the CPU the operator and the API server needed to create children). One that
+    has waited :data:`LATER_MAX_WAIT` is taken first, so a steady stream of new objects never
+    holds a status back longer than that."""
     busy: set[tuple[str, str, str]] = field(default_factory=set)
     """Being reconciled now."""
     again: set[tuple[str, str, str]] = field(default_factory=set)
     """Busy objects queued again meanwhile: waiting once their reconcile ends."""
+    again_later: set[tuple[str, str, str]] = field(default_factory=set)
+    """Busy objects queued again meanwhile for their status only (and not in :attr:`again`): in
+    :attr:`later` once their reconcile ends."""
     soon: dict[tuple[str, str, str], asyncio.TimerHandle] = field(default_factory=dict)
     """Objects to queue when their timer fires (:func:`llmaz.operator.engine.enqueue_soon`)."""
     verify: set[tuple[str, str, str]] = field(default_factory=set)
@@ -369,11 +384,18 @@ class WorkQueue:
     workers: int = 0
 
     def depth(self) -> int:
-        return len(self.waiting) + len(self.urgent) + len(self.busy)
+        return len(self.waiting) + len(self.urgent) + len(self.later) + len(self.busy)
 
-    def take(self) -> tuple[str, str, str] | None:
-        """The next object to reconcile (urgent ones first, then the oldest), or ``None``."""
-        for lane in (self.urgent, self.waiting):
+    def take(self, now: float = 0.0) -> tuple[str, str, str] | None:
+        """The next object to reconcile, or ``None``: a :attr:`later` one that has waited
+        :data:`LATER_MAX_WAIT` at loop time ``now``, else the urgent ones, the oldest waiting, the
+        oldest later one."""
+        if self.later:
+            key, since = next(iter(self.later.items()))
+            if now - since >= LATER_MAX_WAIT:
+                del self.later[key]
+                return key
+        for lane in (self.urgent, self.waiting, self.later):
             if lane:
                 key = next(iter(lane))
                 del lane[key]

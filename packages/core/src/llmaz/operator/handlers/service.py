@@ -84,4 +84,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
                 if ref.get("controller") and ref.get("kind") == "Playground":
                     # a deleted Service: its Playground may be gone too (see Runtime.gone)
                     ns = body.metadata.namespace or ""
-                    enqueue(rt, "Playground", ns, ref["name"], verify=kind == "DELETED")
+                    # (our status write: the Playground only shows it, after the others: later)
+                    enqueue(rt, "Playground", ns, ref["name"], later=status_echo, verify=kind == "DELETED")
