@@ -196,6 +196,9 @@ def tiny_quota(account: str) -> list[dict[str, Any]]:
                 "limited": {
                     "nominalConcurrencyShares": 1,
                     "lendablePercent": 0,
+                    # no borrowing either: unset, the level may borrow every seat other levels
+                    # lend, and after a quiet spell it did (no 429 when run after the etcd pause)
+                    "borrowingLimitPercent": 0,
                     "limitResponse": {"type": "Reject"},
                 },
             },
