@@ -69,10 +69,10 @@ def test_a_status_reconcile_is_not_held_back_longer_than_the_bound(rt: Runtime) 
 
     queued_at = asyncio.run(queue())
     assert rt.queue.take(queued_at + LATER_MAX_WAIT - 0.1) == ("Playground", "ns", "new")
-    engine_key = ("Playground", "ns", "other")
-    rt.queue.waiting[engine_key] = None  # a steady stream of new objects
+    newer = ("Playground", "ns", "other")
+    rt.queue.waiting[newer] = None  # a steady stream of new objects
     assert rt.queue.take(queued_at + LATER_MAX_WAIT) == ("Playground", "ns", "serving")
-    assert rt.queue.take(queued_at + LATER_MAX_WAIT) == engine_key
+    assert rt.queue.take(queued_at + LATER_MAX_WAIT) == newer
     assert rt.queue.take(queued_at + LATER_MAX_WAIT) is None
 
 

@@ -85,4 +85,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
                     # a deleted Service: its Playground may be gone too (see Runtime.gone)
                     ns = body.metadata.namespace or ""
                     # (our status write: the Playground only shows it, after the others: later)
-                    enqueue(rt, "Playground", ns, ref["name"], later=status_echo, verify=kind == "DELETED")
+                    gone = kind == "DELETED"
+                    enqueue(rt, "Playground", ns, ref["name"], later=status_echo and not gone, verify=gone)
