@@ -210,8 +210,7 @@ async def apply_children(
         if controller_uid(obj) != ref["uid"]:
             continue
         await asyncio.to_thread(rt.kube.delete, key, uid_of(obj))
-        rt.applied.pop(key, None)
-        rt.contained.pop(key, None)
+        rt.forget_child(key)
         pruned = True
         log.info("pruned %s %s/%s of %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
     if inputs is None:

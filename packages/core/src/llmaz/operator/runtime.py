@@ -562,6 +562,13 @@ class Runtime:
         if settling is not None:
             settling.handle.cancel()
 
+    def forget_child(self, key: ObjectKey) -> None:
+        """Drop what is kept of our last write of a child that is gone (deleted, or pruned by us):
+        its owner's next reconcile must create it again, not take its absence for a write the
+        watch has not brought yet."""
+        self.applied.pop(key, None)
+        self.contained.pop(key, None)
+
     def spawn(self, coro: Any) -> None:
         """Run ``coro`` in the background, keeping a reference until it ends."""
         task = asyncio.ensure_future(coro)

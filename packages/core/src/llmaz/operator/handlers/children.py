@@ -76,8 +76,7 @@ def _handler(rt: Runtime) -> Callable[[str | None, Mapping[str, Any]], None]:
             # and the initial listing is reconciled by the owners' own listing
             return
         if kind == "DELETED":
-            rt.applied.pop(ObjectKey.of(body), None)
-            rt.contained.pop(ObjectKey.of(body), None)
+            rt.forget_child(ObjectKey.of(body))
         elif rt.own_echo(body):
             return  # our own apply coming back: the owner applied it and has nothing to repair
         owner = _owner(body)

@@ -70,8 +70,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             rt.fresh.pop(key, None)
             # as for any child: what we applied is gone, so its Playground creates it again (the
             # cached answer made that reconcile take the deletion for a write not seen yet)
-            rt.applied.pop(ObjectKey.of(body), None)
-            rt.contained.pop(ObjectKey.of(body), None)
+            rt.forget_child(ObjectKey.of(body))
         elif not (echo or status_echo) or key in rt.fresh:
             # (our Playground's apply coming back was reconciled already from its answer, unless
             # that answer is still waiting in rt.fresh: engine.apply_children; our own status
