@@ -19,12 +19,11 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from kubernetes import client, config
-from kubernetes.client.rest import ApiException
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource
 from llmaz.api.validation import validate_manifest
 from llmaz.cli.crds import crds_yaml
+from llmaz.operator.kube import Kube, KubeError, resource_path
 from llmaz_devkit.cluster import ControlPlane
 
 KINDS: tuple[type[Resource], ...] = (OpenModel, Playground, BackendRuntime)
@@ -110,35 +109,30 @@ def _spec_schema(kind: type[Resource]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def api(apiserver: ControlPlane) -> Iterator[client.CustomObjectsApi]:
+def api(apiserver: ControlPlane) -> Iterator[Kube]:
     docs = _installed_crds()
     apiserver.apply(docs, "--server-side")
     apiserver.wait_established([d["metadata"]["name"] for d in docs])
     # Build the CEL environment before Hypothesis runs (celpy raises the recursion limit once).
     validate_manifest({"apiVersion": OpenModel.api_version_string(), "kind": "OpenModel", "metadata": {}})
-    api_client = config.new_client_from_config(config_file=str(apiserver.admin_kubeconfig))
     try:
-        yield client.CustomObjectsApi(api_client)
+        yield Kube.connect(apiserver.admin_kubeconfig)
     finally:
-        api_client.close()
         # The tier A API server is shared by the session: leave it as found (a later client-side
         # `kubectl apply` of the same CRDs would otherwise meet server-side-applied objects).
         apiserver.delete_crds([d["metadata"]["name"] for d in docs])
 
 
-def _submit(api: client.CustomObjectsApi, kind: type[Resource], spec: Any) -> tuple[int, Any]:
+def _submit(api: Kube, kind: type[Resource], spec: Any) -> tuple[int, Any]:
     name = f"fuzz-{next(_names)}"
     body = {"apiVersion": kind.api_version_string(), "kind": kind.kind_name(), "metadata": {"name": name}}
     body["spec"] = spec
+    namespace = None if kind.scope == "Cluster" else NAMESPACE
+    path = resource_path(kind.api_version_string(), kind.kind_name(), namespace)
     try:
-        if kind.scope == "Cluster":
-            out = api.create_cluster_custom_object(kind.group, kind.version, kind.plural, body, dry_run="All")
-        else:
-            out = api.create_namespaced_custom_object(
-                kind.group, kind.version, NAMESPACE, kind.plural, body, dry_run="All"
-            )
-    except ApiException as exc:
-        return int(exc.status), exc.body
+        out = api.request("POST", path, query={"dryRun": "All"}, body=body, resource=kind.plural)
+    except KubeError as exc:
+        return exc.status, exc.message
     return 201, out
 
 
@@ -156,9 +150,7 @@ FUZZ = settings(
 
 
 @pytest.mark.parametrize("kind", KINDS, ids=[k.kind_name() for k in KINDS])
-def test_admitted_objects_parse_and_bad_ones_get_4xx(
-    api: client.CustomObjectsApi, kind: type[Resource]
-) -> None:
+def test_admitted_objects_parse_and_bad_ones_get_4xx(api: Kube, kind: type[Resource]) -> None:
     outcomes: dict[str, int] = {"admitted": 0, "rejected": 0}
 
     @FUZZ

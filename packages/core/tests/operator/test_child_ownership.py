@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from llmaz.operator.connection import Connection
 from llmaz.operator.kube import Kube, KubeError, claimed_entries
 
 LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets"
@@ -91,7 +92,7 @@ class Transport(Kube):
     path)``, each answer a dict or a KubeError to raise, in order."""
 
     def __init__(self, script: dict[tuple[str, str], list[Any]]) -> None:
-        super().__init__(api=None)  # type: ignore[arg-type]
+        super().__init__(Connection(server="http://stand-in.invalid"))
         self.script = script
         self.calls: list[tuple[str, str, Any]] = []
 

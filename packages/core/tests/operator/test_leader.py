@@ -92,17 +92,14 @@ def test_an_unreachable_api_server_is_a_transient_oserror_not_a_transport_except
     import socket
 
     import pytest
-    from kubernetes import client
 
+    from llmaz.operator.connection import Connection
     from llmaz.operator.kube import Kube, KubeUnreachable
 
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    cfg.retries = 0
-    kube = Kube(client.ApiClient(cfg))
+    kube = Kube(Connection(server=f"http://127.0.0.1:{port}"), retries=0)
     with pytest.raises(KubeUnreachable, match=r"GET /apis/coordination.k8s.io/v1/leases: ") as err:
         kube.request("GET", "/apis/coordination.k8s.io/v1/leases")
     assert isinstance(err.value, OSError)
@@ -135,17 +132,14 @@ def test_the_fence_refuses_writes_but_not_reads_or_lease_writes() -> None:
     import socket
 
     import pytest
-    from kubernetes import client
 
+    from llmaz.operator.connection import Connection
     from llmaz.operator.kube import Kube, KubeUnreachable, WriteFenced
 
     with socket.socket() as sock:  # nobody listens: a request that is sent fails as unreachable
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    cfg.retries = 0
-    kube = Kube(client.ApiClient(cfg))
+    kube = Kube(Connection(server=f"http://127.0.0.1:{port}"), retries=0)
     kube.fence = lambda: "the Lease was last renewed 30s ago"
     with pytest.raises(WriteFenced, match="write refused: the Lease was last renewed 30s ago"):
         kube.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"}})
@@ -163,8 +157,8 @@ def test_a_connection_broken_mid_answer_is_unreachable_too() -> None:
     import threading
 
     import pytest
-    from kubernetes import client
 
+    from llmaz.operator.connection import Connection
     from llmaz.operator.kube import Kube, KubeUnreachable
 
     server = socket.socket()
@@ -180,14 +174,10 @@ def test_a_connection_broken_mid_answer_is_unreachable_too() -> None:
 
     thread = threading.Thread(target=answer_half, daemon=True)
     thread.start()
-    cfg = client.Configuration()
-    cfg.host = f"http://127.0.0.1:{port}"
-    cfg.retries = 0
+    kube = Kube(Connection(server=f"http://127.0.0.1:{port}"), retries=0)
     try:
         with pytest.raises(KubeUnreachable, match="PATCH /api/v1/namespaces/n/services/s"):
-            Kube(client.ApiClient(cfg)).apply(
-                {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"}}
-            )
+            kube.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s", "namespace": "n"}})
     finally:
         thread.join(timeout=10)
         server.close()

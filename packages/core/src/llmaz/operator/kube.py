@@ -1,7 +1,7 @@
 """The operator's Kubernetes API adapter: server-side apply, delete, status patch, Events, Leases.
 
-A thin layer over the ``kubernetes`` client's REST transport (authentication, TLS, token refresh from
-a kubeconfig or the in-cluster ServiceAccount). Every call is blocking; the handlers run them in a
+A thin layer over urllib3, reaching the API server as :mod:`llmaz.operator.connection` says
+(a kubeconfig or the in-cluster ServiceAccount). Every call is blocking; the handlers run them in a
 thread with :func:`asyncio.to_thread`. Every write is counted in :class:`~llmaz.operator.metrics.Metrics`.
 """
 
@@ -17,12 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import urllib3
-from kubernetes import client, config
 
 from llmaz.api.conventions import MANAGER
+from llmaz.operator import connection
+from llmaz.operator.connection import Connection
 
 FIELD_MANAGER = MANAGER
 """Field manager of every server-side apply and patch the operator makes."""
+USER_AGENT = f"{MANAGER}-operator"
+"""The ``User-Agent`` of every request (what the API server's audit log and metrics show)."""
+TIMEOUT = urllib3.Timeout(total=30)
+"""A request that has not been answered after this long fails as :class:`KubeUnreachable`."""
 
 _KNOWN_PLURALS: dict[str, str] = {
     "Service": "services",
@@ -178,41 +183,40 @@ class WriteFenced(KubeError):
 class Kube:
     """Blocking Kubernetes API calls for the operator."""
 
-    def __init__(self, api: client.ApiClient, on_write: WriteHook | None = None) -> None:
-        self.api = api
+    def __init__(
+        self,
+        connection: Connection,
+        on_write: WriteHook | None = None,
+        pool_size: int = 8,
+        retries: int | None = None,
+    ) -> None:
+        self.connection = connection
         self._on_write = on_write
         self.fence: Fence | None = None
+        pool_args: dict[str, Any] = {"maxsize": pool_size}
+        if retries is not None:
+            pool_args["retries"] = retries
+        if connection.https:
+            pool_args["ssl_context"] = connection.ssl_context()
+            if connection.tls_server_name:
+                pool_args["server_hostname"] = connection.tls_server_name
+        self._pool = urllib3.PoolManager(num_pools=2, **pool_args)
 
     @classmethod
     def connect(
-        cls, kubeconfig: Path | None = None, on_write: WriteHook | None = None, pool_size: int = 8
+        cls,
+        kubeconfig: Path | None = None,
+        on_write: WriteHook | None = None,
+        pool_size: int = 8,
+        retries: int | None = None,
     ) -> Kube:
-        """From ``kubeconfig``, else ``$KUBECONFIG``/``~/.kube/config``, else the in-cluster account."""
-        cfg = client.Configuration()
-        cfg.connection_pool_maxsize = pool_size
-        if kubeconfig is not None:
-            config.load_kube_config(config_file=str(kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
-        else:
-            try:
-                config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-        return cls(client.ApiClient(cfg), on_write)
+        """From ``kubeconfig``, else the in-cluster account, else ``$KUBECONFIG``/``~/.kube/config``
+        (:func:`llmaz.operator.connection.load`)."""
+        return cls(connection.load(kubeconfig), on_write, pool_size, retries)
 
     def credentials(self) -> dict[str, Any]:
         """Server, CA, client certificate or token of this client, for kopf's own login."""
-        cfg = self.api.configuration
-        keys = cfg.api_key or {}
-        auth = str(keys.get("BearerToken") or keys.get("authorization") or "")
-        token = auth.split(" ", 1)[1] if auth.lower().startswith("bearer ") else auth
-        return {
-            "server": cfg.host,
-            "ca_path": cfg.ssl_ca_cert,
-            "insecure": not cfg.verify_ssl,
-            "token": token or None,
-            "certificate_path": cfg.cert_file,
-            "private_key_path": cfg.key_file,
-        }
+        return self.connection.kopf_credentials()
 
     # ---------------------------------------------------------------- transport
 
@@ -230,19 +234,21 @@ class Kube:
         :class:`WriteFenced` for a write the fence refuses (nothing is sent)."""
         self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
-        headers = {"Accept": "application/json", "Content-Type": content_type}
-        serialized = self.api.param_serialize(
-            method=method, resource_path=url_path, header_params=headers, auth_settings=["BearerToken"]
-        )
-        m, url, hdrs, _, _ = serialized
-        # a dict body is JSON-encoded by the transport for JSON and YAML (apply) content types alike
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": content_type,
+            "User-Agent": USER_AGENT,
+            **self.connection.auth_headers(),
+        }
+        # a body is JSON for JSON and YAML (apply) content types alike: JSON is YAML
+        payload = body if body is None or isinstance(body, bytes | str) else json.dumps(body)
         try:
-            response = self.api.rest_client.request(  # type: ignore[no-untyped-call]
-                m, url, headers=hdrs, body=body, _request_timeout=30
+            response = self._pool.request(
+                method, self.connection.server + url_path, headers=headers, body=payload, timeout=TIMEOUT
             )
             # the body is read here too: a connection broken mid-answer (ProtocolError) is as
             # transient as a refused one, and escaped as a handler traceback (issue 16, resets)
-            data = response.read() if hasattr(response, "read") else response.data
+            data = response.data
         except urllib3.exceptions.HTTPError as err:
             raise KubeUnreachable(f"{method} {path.partition('?')[0]}: {transport_reason(err)}") from err
         text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")

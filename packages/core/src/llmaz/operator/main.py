@@ -18,6 +18,7 @@ import kopf
 from prometheus_client import start_http_server
 
 from llmaz.operator.config import OperatorConfig
+from llmaz.operator.connection import ConnectionConfigError
 from llmaz.operator.engine import RECONCILERS
 from llmaz.operator.handlers import build_registry, watched_kinds
 from llmaz.operator.handlers._common import MEMO_KEY
@@ -43,9 +44,6 @@ def identity() -> str:
 
 def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
     """Run until SIGTERM/SIGINT (0) or until the leadership is lost (1)."""
-    if kubeconfig is not None:
-        # kopf logs in through the kubernetes client's default loader, which reads $KUBECONFIG
-        os.environ["KUBECONFIG"] = str(kubeconfig)
     return asyncio.run(_main(config, kubeconfig))
 
 
@@ -77,7 +75,11 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     # API calls run in threads: as many as objects reconciled at once, twice that for child
     # applies (below), and as many HTTP connections as threads
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
-    kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=3 * config.workers)
+    try:
+        kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=3 * config.workers)
+    except ConnectionConfigError as err:
+        log.error("exiting: cannot reach the API server: %s", err)
+        return 2
     plugins = load_plugins()
     for error in plugins.errors:
         log.error("plugin not loaded: %s", error)

@@ -26,14 +26,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import ssl
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 
-from llmaz.operator.kube import Kube, resource_path
+from llmaz.operator.kube import USER_AGENT, Kube, resource_path
 from llmaz.operator.runtime import resource_version, uid_of
 
 log = logging.getLogger("llmaz.operator")
@@ -175,7 +174,7 @@ class Watches:
 
     def start(self) -> None:
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=_ssl_context(self._kube), limit=0)
+            connector=aiohttp.TCPConnector(ssl=self._kube.connection.ssl_context() or False, limit=0)
         )
         self._tasks = [asyncio.create_task(s.run(i)) for i, s in enumerate(self._streams)]
 
@@ -212,26 +211,18 @@ class Watches:
 
     async def _get(self, path: str, params: dict[str, str], read_timeout: float) -> aiohttp.ClientResponse:
         assert self._session is not None
-        cfg = self._kube.api.configuration
-        headers = {"Accept": "application/json"}
-        for setting in cfg.auth_settings().values():
-            if setting.get("in") == "header" and setting.get("value"):
-                headers[str(setting["key"])] = str(setting["value"])
+        conn = self._kube.connection
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        # a token file or exec plugin may be read: not on the event loop
+        headers.update(await asyncio.to_thread(conn.auth_headers))
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout)
-        return await self._session.get(cfg.host + path, params=params, headers=headers, timeout=timeout)
-
-
-def _ssl_context(kube: Kube) -> ssl.SSLContext | bool:
-    cfg = kube.api.configuration
-    if not str(cfg.host).startswith("https"):
-        return False
-    context = ssl.create_default_context(cafile=cfg.ssl_ca_cert if cfg.verify_ssl else None)
-    if not cfg.verify_ssl:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    if cfg.cert_file:
-        context.load_cert_chain(cfg.cert_file, cfg.key_file)
-    return context
+        return await self._session.get(
+            conn.server + path,
+            params=params,
+            headers=headers,
+            timeout=timeout,
+            server_hostname=conn.tls_server_name,
+        )
 
 
 class _Stream:

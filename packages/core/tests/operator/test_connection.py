@@ -1,0 +1,216 @@
+"""How the operator reaches the API server (``llmaz.operator.connection``): kubeconfigs as kubectl
+reads them, the in-cluster ServiceAccount with its rotated token, exec credential plugins, and a
+real TLS round trip through :class:`~llmaz.operator.kube.Kube` (a local HTTPS server with a
+``trustme`` CA stands in for the API server; the operator's e2e suite runs against a real one)."""
+
+from __future__ import annotations
+
+import base64
+import http.server
+import json
+import os
+import ssl
+import stat
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trustme
+import yaml
+
+from llmaz.operator.connection import ConnectionConfigError, from_kubeconfig, in_cluster, load
+from llmaz.operator.kube import Kube, KubeError
+
+
+def kubeconfig(path: Path, current: str, clusters: dict[str, Any], users: dict[str, Any]) -> Path:
+    contexts = [{"name": n, "context": {"cluster": n, "user": n}} for n in clusters]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": current,
+        "clusters": [{"name": n, "cluster": c} for n, c in clusters.items()],
+        "users": [{"name": n, "user": u} for n, u in users.items()],
+        "contexts": contexts,
+    }
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_the_current_context_with_relative_files_and_inline_data(tmp_path: Path) -> None:
+    (tmp_path / "certs").mkdir()
+    cfg = kubeconfig(
+        tmp_path / "config",
+        "b",
+        {
+            "a": {"server": "https://a.example:6443"},
+            "b": {"server": "https://b.example:6443/", "certificate-authority": "certs/ca.crt"},
+        },
+        {
+            "a": {"token": "not-this-one"},
+            "b": {
+                "client-certificate-data": base64.b64encode(b"CERT").decode(),
+                "client-key-data": base64.b64encode(b"KEY").decode(),
+            },
+        },
+    )
+    conn = load(cfg)
+    assert conn.server == "https://b.example:6443"
+    assert conn.ca_file == str(tmp_path / "certs" / "ca.crt")  # relative to the kubeconfig
+    assert conn.cert_file is not None
+    assert conn.key_file is not None
+    assert Path(conn.cert_file).read_bytes() == b"CERT"
+    assert Path(conn.key_file).read_bytes() == b"KEY"
+    assert stat.S_IMODE(os.stat(conn.key_file).st_mode) == 0o600  # a private key stays private
+    assert conn.auth_headers() == {}  # a client certificate, no token
+
+
+def test_kubeconfig_files_merge_first_value_wins(tmp_path: Path) -> None:
+    first = kubeconfig(tmp_path / "one", "x", {"x": {"server": "https://one"}}, {"x": {"token": "t1"}})
+    second = kubeconfig(tmp_path / "two", "y", {"x": {"server": "https://two"}}, {"x": {"token": "t2"}})
+    env = {"KUBECONFIG": os.pathsep.join([str(first), str(second)])}
+    conn = load(environ=env, in_cluster_dir=tmp_path / "absent")
+    assert (conn.server, conn.auth_headers()) == ("https://one", {"Authorization": "Bearer t1"})
+
+
+def test_a_broken_kubeconfig_names_file_and_entry(tmp_path: Path) -> None:
+    cfg = kubeconfig(tmp_path / "config", "gone", {"x": {"server": "https://x"}}, {"x": {}})
+    with pytest.raises(ConnectionConfigError, match=r"config: no entry 'gone' in contexts"):
+        load(cfg)
+    with pytest.raises(ConnectionConfigError, match=r"no kubeconfig at .*absent and not running in a pod"):
+        load(environ={"KUBECONFIG": str(tmp_path / "absent")}, in_cluster_dir=tmp_path)
+    noserver = kubeconfig(tmp_path / "c2", "x", {"x": {}}, {"x": {}})
+    with pytest.raises(ConnectionConfigError, match="cluster 'x' has no server"):
+        load(noserver)
+
+
+def test_in_cluster_reads_the_rotated_token_again(tmp_path: Path) -> None:
+    (tmp_path / "token").write_text("first\n")
+    (tmp_path / "ca.crt").write_text("CA")
+    env = {"KUBERNETES_SERVICE_HOST": "fd00::1", "KUBERNETES_SERVICE_PORT": "443"}
+    conn = load(environ=env, in_cluster_dir=tmp_path)
+    assert conn.server == "https://[fd00::1]:443"
+    assert conn.ca_file == str(tmp_path / "ca.crt")
+    assert conn.auth_headers() == {"Authorization": "Bearer first"}
+    # the kubelet swaps the projected token in by renaming a new file over it
+    (tmp_path / "token.new").write_text("second")
+    (tmp_path / "token.new").replace(tmp_path / "token")
+    assert conn.auth_headers() == {"Authorization": "Bearer second"}
+    assert conn.kopf_credentials()["token"] == "second"
+    assert in_cluster(env, tmp_path).token_file == str(tmp_path / "token")
+
+
+PLUGIN = """\
+import json, os, sys
+from pathlib import Path
+count = Path(sys.argv[1])
+runs = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(runs))
+if os.environ.get("FAIL"):
+    print("no credentials for you", file=sys.stderr)
+    sys.exit(3)
+info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+print(json.dumps({
+    "apiVersion": info["apiVersion"], "kind": "ExecCredential",
+    "status": {"token": f"token-{runs}-{os.environ['REGION']}",
+               "expirationTimestamp": "2099-01-01T00:00:00Z" if runs == 1 else None},
+}))
+"""
+
+
+def test_an_exec_plugin_runs_again_when_its_token_expires(tmp_path: Path) -> None:
+    (tmp_path / "bin").mkdir()
+    plugin = tmp_path / "bin" / "plugin"
+    plugin.write_text(f"#!{sys.executable}\n{PLUGIN}")
+    plugin.chmod(0o755)
+    count = tmp_path / "runs"
+    spec = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "./bin/plugin",  # relative to the kubeconfig's directory, as kubectl has it
+        "args": [str(count)],
+        "env": [{"name": "REGION", "value": "eu"}],
+    }
+    cfg = kubeconfig(tmp_path / "config", "x", {"x": {"server": "https://x"}}, {"x": {"exec": spec}})
+    now = [0.0]
+    conn = from_kubeconfig([cfg], clock=lambda: now[0])
+    assert conn.auth_headers() == {"Authorization": "Bearer token-1-eu"}
+    assert conn.auth_headers() == {"Authorization": "Bearer token-1-eu"}
+    assert count.read_text() == "1"  # not run again while the token is valid
+    now[0] += 200 * 365 * 86400.0  # past its expirationTimestamp
+    assert conn.auth_headers() == {"Authorization": "Bearer token-2-eu"}
+    assert count.read_text() == "2"
+
+
+def test_a_failing_exec_plugin_is_reported_at_start_with_its_message(tmp_path: Path) -> None:
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    spec = {
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "runs")],
+        "env": [{"name": "FAIL", "value": "1"}],
+    }
+    cfg = kubeconfig(tmp_path / "config", "x", {"x": {"server": "https://x"}}, {"x": {"exec": spec}})
+    with pytest.raises(ConnectionConfigError, match=r"user 'x': exec plugin .* exited 3: no credentials"):
+        load(cfg)
+
+
+@pytest.fixture
+def https_server(tmp_path: Path) -> Iterator[tuple[str, trustme.CA, list[dict[str, str]]]]:
+    """A local HTTPS server (certificate from a trustme CA, for 127.0.0.1) that requires a client
+    certificate from the same CA and answers every request with the headers it got."""
+    ca = trustme.CA()
+    seen: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(dict(self.headers))
+            body = json.dumps({"kind": "Status", "path": self.path}).encode()
+            self.send_response(200 if self.path.startswith("/ok") else 403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(context)
+    ca.configure_trust(context)
+    context.verify_mode = ssl.CERT_REQUIRED
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}", ca, seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_kube_talks_tls_with_the_kubeconfigs_ca_client_certificate_and_token(
+    tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
+) -> None:
+    url, ca, seen = https_server
+    client = ca.issue_cert("llmaz-operator")
+    user = {
+        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
+        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
+        "token": "secret",
+    }
+    cluster = {"server": url, "certificate-authority-data": base64.b64encode(ca.cert_pem.bytes()).decode()}
+    kube = Kube.connect(kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user}), retries=0)
+    assert kube.request("GET", "/ok", query={"limit": "1"}) == {"kind": "Status", "path": "/ok?limit=1"}
+    assert seen[-1]["Authorization"] == "Bearer secret"
+    assert seen[-1]["User-Agent"] == "llmaz-operator"
+    with pytest.raises(KubeError, match="HTTP 403"):
+        kube.request("GET", "/denied")
+
+    # a server whose certificate the kubeconfig's CA did not sign is refused
+    other = trustme.CA()
+    cluster["certificate-authority-data"] = base64.b64encode(other.cert_pem.bytes()).decode()
+    stranger = Kube.connect(kubeconfig(tmp_path / "other", "x", {"x": cluster}, {"x": user}), retries=0)
+    with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
+        stranger.request("GET", "/ok")
