@@ -214,3 +214,21 @@ def test_kube_talks_tls_with_the_kubeconfigs_ca_client_certificate_and_token(
     stranger = Kube.connect(kubeconfig(tmp_path / "other", "x", {"x": cluster}, {"x": user}), retries=0)
     with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):
         stranger.request("GET", "/ok")
+
+
+def test_insecure_skip_tls_verify_trusts_any_server_certificate(
+    tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
+) -> None:
+    url, ca, seen = https_server
+    client = ca.issue_cert("llmaz-operator")
+    user = {
+        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
+        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
+        "username": "admin",
+        "password": "s3cret",
+    }
+    cluster = {"server": url, "insecure-skip-tls-verify": True}  # no CA given: the server is not checked
+    kube = Kube.connect(kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user}), retries=0)
+    assert kube.request("GET", "/ok")["path"] == "/ok"
+    assert seen[-1]["Authorization"] == "Basic " + base64.b64encode(b"admin:s3cret").decode()
+    assert kube.credentials()["insecure"] is True

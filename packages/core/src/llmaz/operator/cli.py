@@ -22,7 +22,9 @@ operator_app = typer.Typer(name="operator", help="Run the llmaz operator.", no_a
 def run(  # noqa: PLR0917
     kubeconfig: Annotated[
         Path | None,
-        typer.Option(help="kubeconfig to use; default $KUBECONFIG, ~/.kube/config or in-cluster."),
+        typer.Option(
+            help="kubeconfig to use; default: in a pod its ServiceAccount, else $KUBECONFIG, ~/.kube/config."
+        ),
     ] = None,
     config: Annotated[
         Path | None,

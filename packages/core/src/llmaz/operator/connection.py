@@ -61,8 +61,8 @@ class Connection:
     username: str | None = None
     password: str | None = None
     exec_plugin: ExecPlugin | None = None
-    _file_token: tuple[tuple[int, int], str] | None = field(default=None, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _file_token: tuple[tuple[int, int], str] | None = field(default=None, repr=False, compare=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bearer_token(self) -> str | None:
         """The token to send now: the exec plugin's (fetched again near its expiry), the token
@@ -127,7 +127,8 @@ class Connection:
 
 class ExecPlugin:
     """A kubeconfig ``exec`` credential plugin: run the command, read the ``ExecCredential`` it
-    prints, and run it again when the token it gave expires."""
+    prints, and run it again when the token it gave expires. A client certificate it prints is
+    used as read at start (the TLS settings are made once); ``provideClusterInfo`` is not sent."""
 
     def __init__(
         self, spec: Mapping[str, Any], base_dir: Path, where: str, clock: Callable[[], float]
