@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 import trustme
+import urllib3
 import yaml
 
 from llmaz.operator.connection import ConnectionConfigError, from_kubeconfig, in_cluster, load
@@ -229,6 +230,7 @@ def test_insecure_skip_tls_verify_trusts_any_server_certificate(
     }
     cluster = {"server": url, "insecure-skip-tls-verify": True}  # no CA given: the server is not checked
     kube = Kube.connect(kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user}), retries=0)
-    assert kube.request("GET", "/ok")["path"] == "/ok"
+    with pytest.warns(urllib3.exceptions.InsecureRequestWarning):  # said, as kubectl says it
+        assert kube.request("GET", "/ok")["path"] == "/ok"
     assert seen[-1]["Authorization"] == "Basic " + base64.b64encode(b"admin:s3cret").decode()
     assert kube.credentials()["insecure"] is True
