@@ -23,7 +23,7 @@ import urllib3
 import yaml
 
 from llmaz.operator.connection import ConnectionConfigError, from_kubeconfig, in_cluster, load
-from llmaz.operator.kube import Kube, KubeError
+from llmaz.operator.kube import Kube, KubeError, KubeUnreachable
 
 
 def kubeconfig(path: Path, current: str, clusters: dict[str, Any], users: dict[str, Any]) -> Path:
@@ -191,16 +191,21 @@ def https_server(tmp_path: Path) -> Iterator[tuple[str, trustme.CA, list[dict[st
         server.server_close()
 
 
+def client_user(ca: trustme.CA, **more: str) -> dict[str, str]:
+    """A kubeconfig user with a client certificate from ``ca`` (inline) and ``more``."""
+    client = ca.issue_cert("llmaz-operator")
+    return {
+        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
+        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
+        **more,
+    }
+
+
 def test_kube_talks_tls_with_the_kubeconfigs_ca_client_certificate_and_token(
     tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
 ) -> None:
     url, ca, seen = https_server
-    client = ca.issue_cert("llmaz-operator")
-    user = {
-        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
-        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
-        "token": "secret",
-    }
+    user = client_user(ca, token="secret")
     cluster = {"server": url, "certificate-authority-data": base64.b64encode(ca.cert_pem.bytes()).decode()}
     kube = Kube.connect(kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user}), retries=0)
     assert kube.request("GET", "/ok", query={"limit": "1"}) == {"kind": "Status", "path": "/ok?limit=1"}
@@ -221,16 +226,24 @@ def test_insecure_skip_tls_verify_trusts_any_server_certificate(
     tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
 ) -> None:
     url, ca, seen = https_server
-    client = ca.issue_cert("llmaz-operator")
-    user = {
-        "client-certificate-data": base64.b64encode(client.cert_chain_pems[0].bytes()).decode(),
-        "client-key-data": base64.b64encode(client.private_key_pem.bytes()).decode(),
-        "username": "admin",
-        "password": "s3cret",
-    }
+    user = client_user(ca, username="admin", password="s3cret")
     cluster = {"server": url, "insecure-skip-tls-verify": True}  # no CA given: the server is not checked
     kube = Kube.connect(kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user}), retries=0)
     with pytest.warns(urllib3.exceptions.InsecureRequestWarning):  # said, as kubectl says it
         assert kube.request("GET", "/ok")["path"] == "/ok"
     assert seen[-1]["Authorization"] == "Basic " + base64.b64encode(b"admin:s3cret").decode()
     assert kube.credentials()["insecure"] is True
+
+
+def test_a_token_file_that_cannot_be_read_is_a_transient_failure(tmp_path: Path) -> None:
+    """While the kubelet swaps the projected token the last one read is sent; a token never read is
+    ``KubeUnreachable`` (an ``OSError``: the reconcile is retried), not a crash of the handler."""
+    (tmp_path / "token").write_text("first")
+    conn = in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1"}, tmp_path)
+    assert conn.auth_headers() == {"Authorization": "Bearer first"}
+    (tmp_path / "token").unlink()
+    assert conn.auth_headers() == {"Authorization": "Bearer first"}
+
+    fresh = Kube(in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1"}, tmp_path), retries=0)
+    with pytest.raises(KubeUnreachable, match=r"GET /api/v1/pods: credentials: token file .*: No such file"):
+        fresh.request("GET", "/api/v1/pods")

@@ -74,14 +74,17 @@ class Connection:
         return self.token
 
     def _read_token_file(self, path: str) -> str:
-        try:
-            st = os.stat(path)
-        except OSError as err:
-            raise ConnectionConfigError(f"token file {path}: {err.strerror}") from err
-        stamp = (st.st_mtime_ns, st.st_ino)
+        """The file's token, read again when its mtime or inode changed; while it cannot be read
+        (the kubelet swapping it), the last one read."""
         with self._lock:
-            if self._file_token is None or self._file_token[0] != stamp:
-                self._file_token = (stamp, Path(path).read_text(encoding="utf-8").strip())
+            try:
+                st = os.stat(path)
+                stamp = (st.st_mtime_ns, st.st_ino)
+                if self._file_token is None or self._file_token[0] != stamp:
+                    self._file_token = (stamp, Path(path).read_text(encoding="utf-8").strip())
+            except OSError as err:
+                if self._file_token is None:
+                    raise ConnectionConfigError(f"token file {path}: {err.strerror}") from err
             return self._file_token[1]
 
     def auth_headers(self) -> dict[str, str]:

@@ -20,7 +20,7 @@ import urllib3
 
 from llmaz.api.conventions import MANAGER
 from llmaz.operator import connection
-from llmaz.operator.connection import Connection
+from llmaz.operator.connection import Connection, ConnectionConfigError
 
 FIELD_MANAGER = MANAGER
 """Field manager of every server-side apply and patch the operator makes."""
@@ -234,11 +234,15 @@ class Kube:
         :class:`WriteFenced` for a write the fence refuses (nothing is sent)."""
         self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
+        try:
+            auth = self.connection.auth_headers()
+        except ConnectionConfigError as err:  # a token file gone, an exec plugin failing: retried
+            raise KubeUnreachable(f"{method} {path.partition('?')[0]}: credentials: {err}") from err
         headers = {
             "Accept": "application/json",
             "Content-Type": content_type,
             "User-Agent": USER_AGENT,
-            **self.connection.auth_headers(),
+            **auth,
         }
         # a body is JSON for JSON and YAML (apply) content types alike: JSON is YAML
         payload = body if body is None or isinstance(body, bytes | str) else json.dumps(body)
