@@ -14,6 +14,7 @@ import stat
 import sys
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,10 @@ if os.environ.get("FAIL"):
     print("no credentials for you", file=sys.stderr)
     sys.exit(3)
 info = json.loads(os.environ["KUBERNETES_EXEC_INFO"])
+if os.environ.get("CERT_ONLY"):
+    pair = {"clientCertificateData": "C", "clientKeyData": "K"}
+    print(json.dumps({"kind": "ExecCredential", "status": pair}))
+    sys.exit(0)
 print(json.dumps({
     "apiVersion": info["apiVersion"], "kind": "ExecCredential",
     "status": {"token": f"token-{runs}-{os.environ['REGION']}",
@@ -139,9 +144,33 @@ def test_an_exec_plugin_runs_again_when_its_token_expires(tmp_path: Path) -> Non
     assert conn.auth_headers() == {"Authorization": "Bearer token-1-eu"}
     assert conn.auth_headers() == {"Authorization": "Bearer token-1-eu"}
     assert count.read_text() == "1"  # not run again while the token is valid
+    # kopf is told when to log in again
+    assert conn.kopf_credentials()["expiration"] == datetime(2099, 1, 1, tzinfo=UTC)
     now[0] += 200 * 365 * 86400.0  # past its expirationTimestamp
     assert conn.auth_headers() == {"Authorization": "Bearer token-2-eu"}
     assert count.read_text() == "2"
+    # the second token has no expiry: never run again, and kopf waits for a 401
+    assert conn.auth_headers() == {"Authorization": "Bearer token-2-eu"}
+    assert count.read_text() == "2"
+    assert conn.kopf_credentials()["expiration"] is None
+
+
+def test_an_exec_plugin_that_gives_a_client_certificate_runs_once(tmp_path: Path) -> None:
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    count = tmp_path / "runs"
+    spec = {
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(count)],
+        "env": [{"name": "CERT_ONLY", "value": "1"}],
+    }
+    cfg = kubeconfig(tmp_path / "config", "x", {"x": {"server": "https://x"}}, {"x": {"exec": spec}})
+    conn = load(cfg)
+    assert conn.cert_file is not None
+    assert conn.key_file is not None
+    assert (Path(conn.cert_file).read_text(), Path(conn.key_file).read_text()) == ("C", "K")
+    assert conn.auth_headers() == {}
+    assert conn.auth_headers() == {}
+    assert count.read_text() == "1"  # no token is not a reason to run it for every request
 
 
 def test_a_failing_exec_plugin_is_reported_at_start_with_its_message(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +125,8 @@ class Connection:
             "password": self.password,
             "certificate_path": self.cert_file,
             "private_key_path": self.key_file,
+            # kopf logs in again when an exec plugin's token expires, not only after a 401
+            "expiration": self.exec_plugin.expires_at if self.exec_plugin is not None else None,
         }
 
 
@@ -149,14 +151,17 @@ class ExecPlugin:
         self.where = where
         self._clock = clock
         self._token: str | None = None
+        self._fetched = False
         self._expires: float | None = None
+        self.expires_at: datetime | None = None
+        """When the last token expires (its ``expirationTimestamp``), for kopf's login."""
         self._lock = threading.Lock()
         self.cert_data: bytes | None = None
         self.key_data: bytes | None = None
 
     def token(self) -> str | None:
         with self._lock:
-            if self._token is None or (
+            if not self._fetched or (
                 self._expires is not None and self._clock() >= self._expires - EXEC_REFRESH_MARGIN
             ):
                 self._run()
@@ -182,15 +187,22 @@ class ExecPlugin:
             raise ConnectionConfigError(
                 f"{self.where}: exec plugin {self.argv[0]} printed no ExecCredential with a status"
             ) from err
+        stamp = status.get("expirationTimestamp")
+        try:
+            expires_at = datetime.fromisoformat(str(stamp)).astimezone(UTC) if stamp else None
+        except ValueError as err:
+            raise ConnectionConfigError(
+                f"{self.where}: exec plugin {self.argv[0]}: expirationTimestamp {stamp!r} is not RFC 3339"
+            ) from err
         self._token = status.get("token") or None
         if status.get("clientCertificateData"):
             self.cert_data = str(status["clientCertificateData"]).encode()
             self.key_data = str(status.get("clientKeyData") or "").encode()
-        stamp = status.get("expirationTimestamp")
+        self.expires_at = expires_at
         self._expires = None
-        if stamp:
-            left = datetime.fromisoformat(str(stamp)).timestamp() - datetime.now().timestamp()
-            self._expires = self._clock() + left
+        if expires_at is not None:  # on the injectable clock, for the refresh margin
+            self._expires = self._clock() + expires_at.timestamp() - datetime.now(UTC).timestamp()
+        self._fetched = True
 
 
 def load(
