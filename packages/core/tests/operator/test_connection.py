@@ -83,6 +83,8 @@ def test_a_broken_kubeconfig_names_file_and_entry(tmp_path: Path) -> None:
         load(cfg)
     with pytest.raises(ConnectionConfigError, match=r"no kubeconfig at .*absent and not running in a pod"):
         load(environ={"KUBECONFIG": str(tmp_path / "absent")}, in_cluster_dir=tmp_path)
+    with pytest.raises(ConnectionConfigError, match=r"kubeconfig .*absent: no such file"):
+        load(tmp_path / "absent")  # asked for by name: not looked for anywhere else
     noserver = kubeconfig(tmp_path / "c2", "x", {"x": {}}, {"x": {}})
     with pytest.raises(ConnectionConfigError, match="cluster 'x' has no server"):
         load(noserver)

@@ -217,6 +217,8 @@ def load(
     env = os.environ if environ is None else environ
     tick = clock or time.monotonic
     if kubeconfig is not None:
+        if not kubeconfig.is_file():
+            raise ConnectionConfigError(f"kubeconfig {kubeconfig}: no such file")
         return from_kubeconfig([kubeconfig], clock=tick)
     if env.get("KUBERNETES_SERVICE_HOST") and (in_cluster_dir / "token").exists():
         return in_cluster(env, in_cluster_dir)
