@@ -85,6 +85,10 @@ def test_a_broken_kubeconfig_names_file_and_entry(tmp_path: Path) -> None:
         load(environ={"KUBECONFIG": str(tmp_path / "absent")}, in_cluster_dir=tmp_path)
     with pytest.raises(ConnectionConfigError, match=r"kubeconfig .*absent: no such file"):
         load(tmp_path / "absent")  # asked for by name: not looked for anywhere else
+    cluster = {"server": "https://x", "certificate-authority": "ca.pem"}
+    noca = kubeconfig(tmp_path / "c3", "x", {"x": cluster}, {"x": {}})
+    with pytest.raises(ConnectionConfigError, match=r"TLS files .*ca.pem: .*No such file"):
+        Kube.connect(noca)
     noserver = kubeconfig(tmp_path / "c2", "x", {"x": {}}, {"x": {}})
     with pytest.raises(ConnectionConfigError, match="cluster 'x' has no server"):
         load(noserver)

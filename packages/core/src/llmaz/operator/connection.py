@@ -106,12 +106,16 @@ class Connection:
         the client certificate, or no verification when ``insecure``."""
         if not self.https:
             return None
-        context = ssl.create_default_context(cafile=None if self.insecure else self.ca_file)
-        if self.insecure:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        if self.cert_file:
-            context.load_cert_chain(self.cert_file, self.key_file)
+        try:
+            context = ssl.create_default_context(cafile=None if self.insecure else self.ca_file)
+            if self.insecure:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            if self.cert_file:
+                context.load_cert_chain(self.cert_file, self.key_file)
+        except (OSError, ssl.SSLError) as err:  # a file missing, not PEM, or a key not the cert's
+            files = ", ".join(f for f in (self.ca_file, self.cert_file, self.key_file) if f)
+            raise ConnectionConfigError(f"TLS files {files}: {err}") from err
         return context
 
     def kopf_credentials(self) -> dict[str, Any]:
