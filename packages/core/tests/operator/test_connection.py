@@ -89,6 +89,11 @@ def test_a_broken_kubeconfig_names_file_and_entry(tmp_path: Path) -> None:
     noca = kubeconfig(tmp_path / "c3", "x", {"x": cluster}, {"x": {}})
     with pytest.raises(ConnectionConfigError, match=r"TLS files .*ca.pem: .*No such file"):
         Kube.connect(noca)
+    garbled = kubeconfig(
+        tmp_path / "c4", "x", {"x": {"server": "https://x"}}, {"x": {"client-key-data": "n0t*b64"}}
+    )
+    with pytest.raises(ConnectionConfigError, match=r"client-key-data is not base64"):
+        load(garbled)
     noserver = kubeconfig(tmp_path / "c2", "x", {"x": {}}, {"x": {}})
     with pytest.raises(ConnectionConfigError, match="cluster 'x' has no server"):
         load(noserver)

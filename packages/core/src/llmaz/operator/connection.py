@@ -285,7 +285,7 @@ def from_kubeconfig(paths: list[Path], *, clock: Callable[[], float]) -> Connect
         cert_file=_file_or_data(user, "client-certificate", user_dir),
         key_file=_file_or_data(user, "client-key", user_dir),
         token=user.get("token") or None,
-        token_file=str(user_dir / user["tokenFile"]) if user.get("tokenFile") else None,
+        token_file=_relative(user_dir, user.get("tokenFile")),
         username=user.get("username"),
         password=user.get("password"),
     )
@@ -315,8 +315,15 @@ def _file_or_data(entry: Mapping[str, Any], key: str, base_dir: Path) -> str | N
     TLS library and kopf read certificates and keys from files."""
     data = entry.get(f"{key}-data")
     if data:
-        return _private_file(base64.b64decode(str(data)))
-    path = entry.get(key)
+        try:
+            return _private_file(base64.b64decode(str(data), validate=True))
+        except ValueError as err:
+            raise ConnectionConfigError(f"kubeconfig {base_dir}: {key}-data is not base64: {err}") from err
+    return _relative(base_dir, entry.get(key))
+
+
+def _relative(base_dir: Path, path: Any) -> str | None:
+    """A path a kubeconfig names (``~`` expanded), relative to the kubeconfig's directory."""
     return str(base_dir / Path(str(path)).expanduser()) if path else None
 
 
