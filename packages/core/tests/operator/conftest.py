@@ -50,6 +50,18 @@ class ChildWrites:
         """A status patch, recorded as ``("status", {kind, name, status})``."""
         return self._answer("status", {"kind": kind, "metadata": {"name": name}, "status": status})
 
+    # the reconciles write on the event loop (Kube.*_async): the same answers
+    async def create_or_apply_async(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+        return self.create_or_apply(obj, exists=exists)
+
+    async def apply_async(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.apply(obj)
+
+    async def patch_status_async(
+        self, api_version: str, kind: str, namespace: str | None, name: str, status: dict[str, Any]
+    ) -> dict[str, Any]:
+        return self.patch_status(api_version, kind, namespace, name, status)
+
 
 @pytest.fixture
 def child_writes() -> ChildWrites:

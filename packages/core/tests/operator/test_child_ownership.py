@@ -6,6 +6,7 @@ server removing such a field is in e2e/test_operator.py."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 from typing import Any
@@ -89,12 +90,22 @@ def test_update_and_apply_entries_of_ours_are_merged_into_one_apply_entry() -> N
 
 class Transport(Kube):
     """Kube whose transport is a recording stand-in: answers from ``script`` by ``(method,
-    path)``, each answer a dict or a KubeError to raise, in order."""
+    path)``, each answer a dict or a KubeError to raise, in order; ``blocking`` False sends the
+    same requests the way the reconciles do, on the event loop (``create_or_apply_async``)."""
 
-    def __init__(self, script: dict[tuple[str, str], list[Any]]) -> None:
+    def __init__(self, script: dict[tuple[str, str], list[Any]], *, blocking: bool = True) -> None:
         super().__init__(Connection(server="http://stand-in.invalid"))
         self.script = script
         self.calls: list[tuple[str, str, Any]] = []
+        self.blocking = blocking
+
+    def write(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+        if self.blocking:
+            return self.create_or_apply(obj, exists=exists)
+        return asyncio.run(self.create_or_apply_async(obj, exists=exists))
+
+    async def arequest(self, method: str, path: str, **kwargs: Any) -> Any:
+        return self.request(method, path, **kwargs)
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
         self.calls.append((method, path, kwargs.get("body")))
@@ -102,6 +113,9 @@ class Transport(Kube):
         if isinstance(answer, KubeError):
             raise answer
         return answer
+
+
+BOTH_WAYS = pytest.mark.parametrize("blocking", [True, False], ids=["blocking", "event-loop"])
 
 
 def _exists() -> KubeError:
@@ -115,23 +129,26 @@ def _live(version: str, *entries: dict[str, Any]) -> dict[str, Any]:
     return live
 
 
-def test_a_child_not_seen_yet_is_created_with_one_post() -> None:
-    kube = Transport({("POST", LWS_PATH): [_live("5", POSTED)]})
-    answer = kube.create_or_apply(LWS, exists=False)
+@BOTH_WAYS
+def test_a_child_not_seen_yet_is_created_with_one_post(blocking: bool) -> None:
+    kube = Transport({("POST", LWS_PATH): [_live("5", POSTED)]}, blocking=blocking)
+    answer = kube.write(LWS, exists=False)
     assert [(m, p) for m, p, _ in kube.calls] == [("POST", LWS_PATH)]
     assert answer["metadata"]["resourceVersion"] == "5"
 
 
-def test_a_post_that_finds_the_child_claims_its_fields_then_applies() -> None:
+@BOTH_WAYS
+def test_a_post_that_finds_the_child_claims_its_fields_then_applies(blocking: bool) -> None:
     one = f"{LWS_PATH}/chat"
     kube = Transport(
         {
             ("POST", LWS_PATH): [_exists()],
             ("GET", one): [_live("7", POSTED, CONTROLLER)],
             ("PATCH", one): [{}, _live("9", {**POSTED, "operation": "Apply"})],
-        }
+        },
+        blocking=blocking,
     )
-    kube.create_or_apply(LWS, exists=False)
+    kube.write(LWS, exists=False)
     assert [(m, p) for m, p, _ in kube.calls] == [
         ("POST", LWS_PATH),
         ("GET", one),
@@ -144,37 +161,44 @@ def test_a_post_that_finds_the_child_claims_its_fields_then_applies() -> None:
     assert kube.calls[3][2] == LWS  # then the apply itself
 
 
-def test_an_applied_child_is_only_read_before_the_apply() -> None:
+@BOTH_WAYS
+def test_an_applied_child_is_only_read_before_the_apply(blocking: bool) -> None:
     one = f"{LWS_PATH}/chat"
-    kube = Transport({("GET", one): [_live("7", APPLIED, CONTROLLER)], ("PATCH", one): [_live("8", APPLIED)]})
-    kube.create_or_apply(LWS, exists=True)
+    kube = Transport(
+        {("GET", one): [_live("7", APPLIED, CONTROLLER)], ("PATCH", one): [_live("8", APPLIED)]},
+        blocking=blocking,
+    )
+    kube.write(LWS, exists=True)
     assert [(m, p) for m, p, _ in kube.calls] == [("GET", one), ("PATCH", one)]
     assert kube.calls[1][2] == LWS
 
 
-def test_a_claim_that_meets_a_newer_version_reads_again() -> None:
+@BOTH_WAYS
+def test_a_claim_that_meets_a_newer_version_reads_again(blocking: bool) -> None:
     one = f"{LWS_PATH}/chat"
     conflict = KubeError("PATCH", one, 409, json.dumps({"message": "the object has been modified"}))
     kube = Transport(
         {
             ("GET", one): [_live("7", POSTED), _live("8", POSTED, CONTROLLER)],
             ("PATCH", one): [conflict, {}, _live("10", APPLIED)],
-        }
+        },
+        blocking=blocking,
     )
-    kube.create_or_apply(LWS, exists=True)
+    kube.write(LWS, exists=True)
     claims = [
         body for m, _, body in kube.calls if m == "PATCH" and "managedFields" in body.get("metadata", {})
     ]
     assert [c["metadata"]["resourceVersion"] for c in claims] == ["7", "8"]
 
 
-def test_a_claim_that_keeps_conflicting_fails_the_reconcile() -> None:
+@BOTH_WAYS
+def test_a_claim_that_keeps_conflicting_fails_the_reconcile(blocking: bool) -> None:
     one = f"{LWS_PATH}/chat"
     conflict = KubeError("PATCH", one, 409, json.dumps({"message": "the object has been modified"}))
     kube = Transport(
         {("GET", one): [_live(str(v), POSTED) for v in range(5)], ("PATCH", one): [conflict] * 5}
     )
     with pytest.raises(KubeError) as err:
-        kube.create_or_apply(LWS, exists=True)
+        kube.write(LWS, exists=True)
     assert err.value.status == 409  # retried by the reconcile's backoff
     assert sum(1 for m, _, _ in kube.calls if m == "PATCH") == 5

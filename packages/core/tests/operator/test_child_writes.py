@@ -232,9 +232,9 @@ class SlowServiceCreates:
         self.release = threading.Event()
         self.fail = False
 
-    def create_or_apply(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+    async def create_or_apply_async(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
         if obj["kind"] == "Service" and not exists:
-            self.release.wait(10)
+            await asyncio.to_thread(self.release.wait, 10)
             if self.fail:
                 raise KubeError("POST", "/api/v1/namespaces/ns/services", 500, "try again")
         answer: dict[str, Any] = self.inner.create_or_apply(obj, exists=exists)

@@ -5,6 +5,7 @@ real TLS round trip through :class:`~llmaz.operator.kube.Kube` (a local HTTPS se
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.server
 import json
@@ -23,7 +24,7 @@ import trustme
 import urllib3
 import yaml
 
-from llmaz.operator.connection import ConnectionConfigError, from_kubeconfig, in_cluster, load
+from llmaz.operator.connection import Connection, ConnectionConfigError, from_kubeconfig, in_cluster, load
 from llmaz.operator.kube import Kube, KubeError, KubeUnreachable
 
 
@@ -287,3 +288,122 @@ def test_a_token_file_that_cannot_be_read_is_a_transient_failure(tmp_path: Path)
     fresh = Kube(in_cluster({"KUBERNETES_SERVICE_HOST": "127.0.0.1"}, tmp_path), retries=0)
     with pytest.raises(KubeUnreachable, match=r"GET /api/v1/pods: credentials: token file .*: No such file"):
         fresh.request("GET", "/api/v1/pods")
+
+
+def test_the_event_loop_transport_talks_the_same_tls_and_runs_exec_plugins_off_the_loop(
+    tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
+) -> None:
+    """The reconciles write through ``Kube.arequest`` (aiohttp on the event loop): same CA, client
+    certificate and token as the blocking requests, errors as :class:`KubeError` /
+    :class:`KubeUnreachable`, and an exec plugin, a subprocess, run in a thread."""
+    url, ca, seen = https_server
+    (tmp_path / "plugin.py").write_text(PLUGIN)
+    spec = {
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(tmp_path / "runs")],
+        "env": [{"name": "REGION", "value": "eu"}],
+    }
+    user = client_user(ca, exec=spec)  # type: ignore[arg-type]
+    cluster = {"server": url, "certificate-authority-data": base64.b64encode(ca.cert_pem.bytes()).decode()}
+    now = [0.0]
+    kube = Kube(
+        from_kubeconfig(
+            [kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": user})], clock=lambda: now[0]
+        )
+    )
+    plugin = kube.connection.exec_plugin
+    assert plugin is not None
+    now[0] += 200 * 365 * 86400.0  # past the first token's expirationTimestamp: run again
+    ran_on: list[str] = []
+    run = plugin._run
+
+    def recorded() -> None:
+        ran_on.append(threading.current_thread().name)
+        run()
+
+    plugin._run = recorded  # type: ignore[method-assign]
+
+    async def scenario() -> None:
+        try:
+            assert await kube.arequest("GET", "/ok", query={"limit": "1"}) == {
+                "kind": "Status",
+                "path": "/ok?limit=1",
+            }
+            with pytest.raises(KubeError, match="HTTP 403"):
+                await kube.arequest("GET", "/denied")
+        finally:
+            await kube.aclose()
+
+    asyncio.run(scenario())
+    assert seen[-1]["Authorization"] == "Bearer token-2-eu"
+    assert seen[-1]["User-Agent"] == "llmaz-operator"
+    assert len(ran_on) == 1
+    assert ran_on[0] != threading.main_thread().name  # not on the event loop's thread
+
+    other = trustme.CA()
+    cluster["certificate-authority-data"] = base64.b64encode(other.cert_pem.bytes()).decode()
+    stranger = Kube.connect(kubeconfig(tmp_path / "other", "x", {"x": cluster}, {"x": client_user(ca)}))
+
+    async def refused() -> None:
+        try:
+            await stranger.arequest("GET", "/ok")
+        finally:
+            await stranger.aclose()
+
+    with pytest.raises(KubeUnreachable, match=r"GET /ok: .*CERTIFICATE_VERIFY_FAILED"):
+        asyncio.run(refused())
+
+
+def test_a_pooled_connection_the_server_closed_is_tried_once_more_on_a_new_one() -> None:
+    """An API server (or the load balancer before it) closing an idle keep-alive connection just as
+    the operator reuses it: the write goes out again on a new connection instead of failing the
+    reconcile. A server that closes every connection unanswered is unreachable, after one retry.
+    (A local HTTP server stands in for the API server.)"""
+    served: list[int] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive
+
+        def setup(self) -> None:
+            super().setup()
+            self.answered = 0
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if self.answered or self.server.mute:  # type: ignore[attr-defined]
+                self.close_connection = True  # a second request on this connection: dropped
+                return
+            self.answered += 1
+            served.append(self.client_address[1])
+            body = b'{"kind": "ConfigMap"}'
+            self.send_response(201)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.mute = False  # type: ignore[attr-defined]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    kube = Kube(Connection(server=f"http://127.0.0.1:{server.server_address[1]}"))
+
+    async def scenario() -> None:
+        try:
+            for _ in range(3):
+                await kube.arequest("POST", "/api/v1/namespaces/ns/configmaps", body={"kind": "ConfigMap"})
+            server.mute = True  # type: ignore[attr-defined]
+            with pytest.raises(KubeUnreachable, match="POST /api/v1/namespaces/ns/configmaps: "):
+                await kube.arequest("POST", "/api/v1/namespaces/ns/configmaps", body={})
+        finally:
+            await kube.aclose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(served) == 3
+    assert len(set(served)) == 3  # each write after the first on a new connection

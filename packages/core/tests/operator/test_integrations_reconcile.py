@@ -240,10 +240,12 @@ class ListingApiServer:
         self.lists += 1
         return {"items": [o for o in self.objects if path.endswith("/" + o["kind"].lower() + "s")]}
 
-    def post_event(self, event: dict[str, Any]) -> None:
+    async def post_event_async(self, event: dict[str, Any]) -> None:
         self.events.append(event["reason"])
 
-    def patch_status(self, api_version: str, kind: str, ns: str, name: str, status: Any, rv: str) -> Any:  # noqa: PLR0917
+    async def patch_status_async(  # noqa: PLR0917
+        self, api_version: str, kind: str, ns: str, name: str, status: Any, rv: str
+    ) -> Any:
         self.conditions += [f"{name}: {c['type']}={c['status']}" for c in status["conditions"]]
         return {"metadata": {"resourceVersion": "2"}}
 

@@ -38,6 +38,13 @@ class RecordingKube:
     def post_event(self, event: dict[str, Any]) -> None:
         self.events.append((event["involvedObject"]["kind"], event["reason"], event["type"]))
 
+    # the reconciles write on the event loop (Kube.*_async): the same records
+    async def patch_status_async(self, *args: Any) -> Any:
+        return self.patch_status(*args)
+
+    async def post_event_async(self, event: dict[str, Any]) -> None:
+        self.post_event(event)
+
 
 @pytest.fixture(autouse=True)
 def short_holds() -> Iterator[None]:

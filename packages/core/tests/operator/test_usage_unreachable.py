@@ -27,13 +27,15 @@ MODEL = {
 
 
 class FlakyStatusWrites:
-    """``patch_status`` refuses (as a refused connection) ``failures`` times, then records."""
+    """``patch_status_async`` refuses (as a refused connection) ``failures`` times, then records."""
 
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.written: list[dict[str, Any]] = []
 
-    def patch_status(self, api_version: str, kind: str, ns: str | None, name: str, status: Any) -> Any:
+    async def patch_status_async(
+        self, api_version: str, kind: str, ns: str | None, name: str, status: Any
+    ) -> Any:
         if self.failures:
             self.failures -= 1
             raise KubeUnreachable(f"PATCH {kind}/{name}/status: Connection refused")

@@ -212,7 +212,7 @@ class OwnerLookup:
         self.answer = answer
         self.asked: list[tuple[Any, ...]] = []
 
-    def get(self, *where: Any) -> dict[str, Any] | None:
+    async def get_async(self, *where: Any) -> dict[str, Any] | None:
         self.asked.append(where)
         return copy.deepcopy(self.answer)
 

@@ -87,6 +87,11 @@ class Connection:
                     raise ConnectionConfigError(f"token file {path}: {err.strerror}") from err
             return self._file_token[1]
 
+    def auth_may_block(self) -> bool:
+        """Whether :meth:`auth_headers` would run the exec plugin now (a subprocess: not on the event
+        loop). Reading a token file is a stat, and a read when it changed."""
+        return self.exec_plugin is not None and self.exec_plugin.due()
+
     def auth_headers(self) -> dict[str, str]:
         """The ``Authorization`` header of the next request (none for a client certificate alone)."""
         token = self.bearer_token()
@@ -163,11 +168,15 @@ class ExecPlugin:
         self.cert_data: bytes | None = None
         self.key_data: bytes | None = None
 
+    def due(self) -> bool:
+        """Whether the next :meth:`token` runs the plugin (never run, or its token near expiry)."""
+        return not self._fetched or (
+            self._expires is not None and self._clock() >= self._expires - EXEC_REFRESH_MARGIN
+        )
+
     def token(self) -> str | None:
         with self._lock:
-            if not self._fetched or (
-                self._expires is not None and self._clock() >= self._expires - EXEC_REFRESH_MARGIN
-            ):
+            if self.due():
                 self._run()
             return self._token
 

@@ -9,7 +9,6 @@ applied only when the live object lacks a field we set, status only when it chan
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import json
 import logging
@@ -209,7 +208,7 @@ async def apply_children(
             continue
         if controller_uid(obj) != ref["uid"]:
             continue
-        await asyncio.to_thread(rt.kube.delete, key, uid_of(obj))
+        await rt.kube.delete_async(key, uid_of(obj))
         rt.forget_child(key)
         pruned = True
         log.info("pruned %s %s/%s of %s %s", key.kind, key.namespace, key.name, owner["kind"], ref["name"])
@@ -227,8 +226,7 @@ async def _write_child(
 ) -> None:
     """POST (``exists`` False) or apply one child and remember the answer. An inference Service a
     Playground wrote is reconciled next, from the answer: no wait for the watch or the queue."""
-    write = functools.partial(rt.kube.create_or_apply, desired, exists=exists)
-    answer = await asyncio.get_running_loop().run_in_executor(rt.child_writes, write)
+    answer = await rt.kube.create_or_apply_async(desired, exists=exists)
     rt.applied[key] = (digest, resource_version(answer))
     log.info(
         "%s %s %s/%s for %s %s",
@@ -389,8 +387,8 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
     if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:
         return False
     meta = owner["metadata"]
-    answer = await asyncio.to_thread(
-        rt.kube.patch_status, owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], desired
+    answer = await rt.kube.patch_status_async(
+        owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], desired
     )
     rt.statuses[uid] = (digest, resource_version(answer))
     return True
@@ -424,7 +422,7 @@ async def write_status(rt: Runtime, owner: Snapshot, seen: Observation) -> None:
         return
     message = next(c["message"] for c in desired["conditions"] if c["type"] == CONDITION_AVAILABLE)
     try:
-        await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, after[1], message, warning))
+        await rt.kube.post_event_async(_event(rt, owner, after[1], message, warning))
     except KubeError as err:  # an Event is best effort
         if not namespace_terminating(err):
             log.warning("could not post Event for %s %s: %s", owner["kind"], meta["name"], err)
@@ -491,7 +489,7 @@ def _parse(snap: Snapshot) -> tuple[Any, tuple[str, str] | None]:
 async def post_event(rt: Runtime, owner: Snapshot, reason: str, message: str, *, warning: bool) -> None:
     """Post an Event about ``owner`` (best effort: a failure is logged, not retried)."""
     try:
-        await asyncio.to_thread(rt.kube.post_event, _event(rt, owner, reason, message, warning))
+        await rt.kube.post_event_async(_event(rt, owner, reason, message, warning))
     except KubeError as err:
         if not namespace_terminating(err):
             log.warning("could not post Event for %s %s: %s", owner["kind"], owner["metadata"]["name"], err)
@@ -914,7 +912,7 @@ async def _still_there(rt: Runtime, snap: Snapshot) -> Snapshot | None:
     meta = snap["metadata"]
     where = (str(snap.get("apiVersion")), str(snap.get("kind")), meta.get("namespace"), meta["name"])
     try:
-        live = await asyncio.to_thread(rt.kube.get, *where)
+        live = await rt.kube.get_async(*where)
     except (KubeError, OSError):
         return snap
     if live is not None and uid_of(live) == uid_of(snap):

@@ -278,9 +278,7 @@ async def _report(rt: Runtime, state: IntegrationState, owner: Snapshot, err: Re
         return
     log.warning("integrations of %s %s: %s", owner.get("kind"), owner["metadata"]["name"], message)
     try:
-        await asyncio.to_thread(
-            rt.kube.post_event, _event(rt, owner, err.condition_reason, message, warning=True)
-        )
+        await rt.kube.post_event_async(_event(rt, owner, err.condition_reason, message, warning=True))
     except KubeError as exc:
         log.warning("could not post Event for %s: %s", owner["metadata"]["name"], exc)
         return
@@ -384,7 +382,7 @@ async def _apply_all(
             continue
         if current is None or not contains(current, obj):
             try:
-                await asyncio.to_thread(rt.kube.apply, obj)
+                await rt.kube.apply_async(obj)
             except KubeError as err:
                 if err.status == 404:
                     state.missing.add((key.api_version, key.kind))  # CRD removed since the list
@@ -438,8 +436,7 @@ async def _write_conditions(
             continue  # our own write, not yet seen by the watch
         conditions = with_condition(snap.get("status"), cond, CONDITION_INTEGRATIONS_READY)
         try:
-            answer = await asyncio.to_thread(
-                rt.kube.patch_status,
+            answer = await rt.kube.patch_status_async(
                 snap["apiVersion"],
                 snap["kind"],
                 key[0],
@@ -498,7 +495,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         outcome.problems.setdefault(owner, set()).update(found)
     for stale in stale_objects(observed, result):
         key = ObjectKey(*stale)
-        await asyncio.to_thread(rt.kube.delete, key, uid_of(live[key]))
+        await rt.kube.delete_async(key, uid_of(live[key]))
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
     await _write_conditions(rt, state, snaps, outcome)
     _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))

@@ -1,21 +1,24 @@
 """The operator's Kubernetes API adapter: server-side apply, delete, status patch, Events, Leases.
 
-A thin layer over urllib3, reaching the API server as :mod:`llmaz.operator.connection` says
-(a kubeconfig or the in-cluster ServiceAccount). Every call is blocking; the handlers run them in a
-thread with :func:`asyncio.to_thread`. Every write is counted in :class:`~llmaz.operator.metrics.Metrics`.
+A thin layer over urllib3 (blocking calls, run in a thread) and aiohttp (the same operations on
+the event loop, for the reconciles' child and status writes), reaching the API server as
+:mod:`llmaz.operator.connection` says (a kubeconfig or the in-cluster ServiceAccount). Every write
+is counted in :class:`~llmaz.operator.metrics.Metrics`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import json
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import aiohttp
 import urllib3
 
 from llmaz.api.conventions import MANAGER
@@ -28,6 +31,9 @@ USER_AGENT = f"{MANAGER}-operator"
 """The ``User-Agent`` of every request (what the API server's audit log and metrics show)."""
 TIMEOUT = urllib3.Timeout(total=30)
 """A request that has not been answered after this long fails as :class:`KubeUnreachable`."""
+ATIMEOUT = aiohttp.ClientTimeout(total=30)
+""":data:`TIMEOUT` of requests on the event loop."""
+T = TypeVar("T")
 
 _KNOWN_PLURALS: dict[str, str] = {
     "Service": "services",
@@ -181,7 +187,15 @@ class WriteFenced(KubeError):
 
 
 class Kube:
-    """Blocking Kubernetes API calls for the operator."""
+    """Kubernetes API calls for the operator, blocking or on the event loop.
+
+    Each operation (get, apply, create, create-or-apply, delete, status patch, Event) is written
+    once, as the requests it makes (:data:`Steps`), and sent either way: the blocking methods
+    (``create_or_apply``; run in a thread, or by the Lease keeper in its own) send through urllib3,
+    their ``*_async`` twins through aiohttp on the event loop. The reconciles write children and
+    statuses with the latter: a request from a thread cost the operator ~1.1 ms of CPU (urllib3,
+    the hand-off to and from the thread), on the loop ~0.55 ms (1500 POSTs to the real API server,
+    issue 15), and that CPU is what the API server lacks while children are created."""
 
     def __init__(
         self,
@@ -193,14 +207,17 @@ class Kube:
         self.connection = connection
         self._on_write = on_write
         self.fence: Fence | None = None
+        self._ssl = connection.ssl_context()
         pool_args: dict[str, Any] = {"maxsize": pool_size}
-        if retries is not None:
+        if retries is not None:  # of the blocking requests (urllib3's default: 3)
             pool_args["retries"] = retries
-        if connection.https:
-            pool_args["ssl_context"] = connection.ssl_context()
+        if self._ssl is not None:
+            pool_args["ssl_context"] = self._ssl
             if connection.tls_server_name:
                 pool_args["server_hostname"] = connection.tls_server_name
         self._pool = urllib3.PoolManager(num_pools=2, **pool_args)
+        self._session: aiohttp.ClientSession | None = None
+        self._session_loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
     def connect(
@@ -220,6 +237,47 @@ class Kube:
 
     # ---------------------------------------------------------------- transport
 
+    def session(self) -> aiohttp.ClientSession:
+        """The HTTP session of the running event loop (made on first use): :meth:`arequest` and
+        the operator's own watches (:mod:`llmaz.operator.watch`) share it."""
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._session_loop is not loop:
+            # (a session of another loop is that loop's to close: tests run one loop each)
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True, limit=0)
+            )
+            self._session_loop = loop
+        return self._session
+
+    async def aclose(self) -> None:
+        """Close the event loop's HTTP session (at shutdown)."""
+        if self._session is not None and self._session_loop is asyncio.get_running_loop():
+            await self._session.close()
+        self._session = self._session_loop = None
+
+    def _auth(self, method: str, path: str, headers: Callable[[], dict[str, str]]) -> dict[str, str]:
+        try:
+            return headers()
+        except ConnectionConfigError as err:  # a token file gone, an exec plugin failing: retried
+            raise KubeUnreachable(f"{method} {path.partition('?')[0]}: credentials: {err}") from err
+
+    @staticmethod
+    def _headers(content_type: str, auth: Mapping[str, str]) -> dict[str, str]:
+        return {"Accept": "application/json", "Content-Type": content_type, "User-Agent": USER_AGENT, **auth}
+
+    @staticmethod
+    def _payload(body: Any) -> Any:
+        # a body is JSON for JSON and YAML (apply) content types alike: JSON is YAML
+        return body if body is None or isinstance(body, bytes | str) else json.dumps(body)
+
+    def _answer(self, method: str, path: str, resource: str, status: int, data: bytes) -> Any:
+        text = data.decode("utf-8", errors="replace")
+        if method != "GET" and self._on_write is not None:
+            self._on_write(method, resource)
+        if status >= 400:
+            raise KubeError(method, path, status, text)
+        return json.loads(text) if text else None
+
     def request(
         self,
         method: str,
@@ -230,37 +288,100 @@ class Kube:
         content_type: str = "application/json",
         resource: str = "",
     ) -> Any:
-        """One request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP >= 400,
-        :class:`WriteFenced` for a write the fence refuses (nothing is sent)."""
+        """One blocking request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP
+        >= 400, :class:`WriteFenced` for a write the fence refuses (nothing is sent),
+        :class:`KubeUnreachable` when the API server does not answer."""
         self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
-        try:
-            auth = self.connection.auth_headers()
-        except ConnectionConfigError as err:  # a token file gone, an exec plugin failing: retried
-            raise KubeUnreachable(f"{method} {path.partition('?')[0]}: credentials: {err}") from err
-        headers = {
-            "Accept": "application/json",
-            "Content-Type": content_type,
-            "User-Agent": USER_AGENT,
-            **auth,
-        }
-        # a body is JSON for JSON and YAML (apply) content types alike: JSON is YAML
-        payload = body if body is None or isinstance(body, bytes | str) else json.dumps(body)
+        headers = self._headers(content_type, self._auth(method, path, self.connection.auth_headers))
         try:
             response = self._pool.request(
-                method, self.connection.server + url_path, headers=headers, body=payload, timeout=TIMEOUT
+                method,
+                self.connection.server + url_path,
+                headers=headers,
+                body=self._payload(body),
+                timeout=TIMEOUT,
             )
             # the body is read here too: a connection broken mid-answer (ProtocolError) is as
             # transient as a refused one, and escaped as a handler traceback (issue 16, resets)
             data = response.data
         except urllib3.exceptions.HTTPError as err:
             raise KubeUnreachable(f"{method} {path.partition('?')[0]}: {transport_reason(err)}") from err
-        text = data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data or "")
-        if method != "GET" and self._on_write is not None:
-            self._on_write(method, resource)
-        if response.status >= 400:
-            raise KubeError(method, path, response.status, text)
-        return json.loads(text) if text else None
+        return self._answer(method, path, resource, response.status, data or b"")
+
+    async def arequest(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        resource: str = "",
+    ) -> Any:
+        """:meth:`request` on the event loop. A connection the API server closed while it was idle
+        in the pool (or reset) is tried once more on a new one: every operation here is safe to
+        repeat (a repeated create answers 409, which creating children handles)."""
+        self.check_fence(method, path, resource)
+        conn = self.connection
+        auth = conn.auth_headers if not conn.auth_may_block() else None
+        if auth is not None:
+            headers = self._headers(content_type, self._auth(method, path, auth))
+        else:  # an exec plugin is run: not on the event loop
+            got = await asyncio.to_thread(self._auth, method, path, conn.auth_headers)
+            headers = self._headers(content_type, got)
+        payload = self._payload(body)
+        for attempt in (1, 2):
+            try:
+                async with self.session().request(
+                    method,
+                    conn.server + path,
+                    params=query,
+                    headers=headers,
+                    data=payload,
+                    timeout=ATIMEOUT,
+                    server_hostname=conn.tls_server_name,
+                ) as response:
+                    data = await response.read()
+                    status = response.status
+                break
+            except aiohttp.ClientConnectionError as err:
+                if attempt == 1 and not isinstance(err, TimeoutError):
+                    continue
+                raise KubeUnreachable(f"{method} {path}: {transport_reason(err)}") from err
+            except (aiohttp.ClientError, TimeoutError) as err:
+                raise KubeUnreachable(f"{method} {path}: {transport_reason(err)}") from err
+        return self._answer(method, path, resource, status, data)
+
+    def run(self, steps: Steps[T]) -> T:
+        """Carry out an operation with blocking requests (:meth:`request`)."""
+        answer: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                call = steps.send(answer) if error is None else steps.throw(error)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            try:
+                answer, error = self.request(call.method, call.path, **call.options()), None
+            except Exception as err:  # the operation decides: e.g. 404 on a get, 409 on a create
+                answer, error = None, err
+
+    async def arun(self, steps: Steps[T]) -> T:
+        """Carry out an operation on the event loop (:meth:`arequest`)."""
+        answer: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                call = steps.send(answer) if error is None else steps.throw(error)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+            try:
+                answer, error = await self.arequest(call.method, call.path, **call.options()), None
+            except Exception as err:  # the operation decides: e.g. 404 on a get, 409 on a create
+                answer, error = None, err
 
     def check_fence(self, method: str, path: str, resource: str) -> None:
         """Raise :class:`WriteFenced` when ``fence`` refuses this write (Lease writes always pass:
@@ -271,121 +392,31 @@ class Kube:
         if reason is not None:
             raise WriteFenced(method, path, reason)
 
-    # ---------------------------------------------------------------- objects
+    # ---------------------------------------------------------------- objects (blocking)
 
     def get(self, api_version: str, kind: str, namespace: str | None, name: str) -> dict[str, Any] | None:
-        try:
-            result: dict[str, Any] = self.request("GET", resource_path(api_version, kind, namespace, name))
-        except KubeError as err:
-            if err.status == 404:
-                return None
-            raise
-        return result
+        """The object, or ``None`` when it does not exist."""
+        return self.run(get_steps(api_version, kind, namespace, name))
 
     def apply(self, obj: Mapping[str, Any], *, force: bool = True) -> dict[str, Any]:
         """Server-side apply ``obj`` with field manager ``llmaz`` (taking back fields we own)."""
-        key = ObjectKey.of(obj)
-        path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
-        query = {"fieldManager": FIELD_MANAGER}
-        if force:
-            query["force"] = "true"
-        result: dict[str, Any] = self.request(
-            "PATCH",
-            path,
-            query=query,
-            body=obj,
-            content_type="application/apply-patch+yaml",
-            resource=plural_of(key.kind),
-        )
-        return result
+        return self.run(apply_steps(obj, force=force))
 
     def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        """POST ``obj`` with field manager ``llmaz`` (HTTP 409 if it exists). The fields it sets
-        belong to ``llmaz``'s *Update* entry of ``managedFields``; :meth:`claim_fields` turns that
-        into an *Apply* entry before the object is ever applied (:meth:`create_or_apply`)."""
-        key = ObjectKey.of(obj)
-        result: dict[str, Any] = self.request(
-            "POST",
-            resource_path(key.api_version, key.kind, key.namespace or None),
-            query={"fieldManager": FIELD_MANAGER},
-            body=obj,
-            resource=plural_of(key.kind),
-        )
-        return result
+        """POST ``obj`` (:func:`create_steps`)."""
+        return self.run(create_steps(obj))
 
     def claim_fields(self, key: ObjectKey, attempts: int = 5) -> bool:
-        """Make the fields ``llmaz`` set when it POSTed the object part of its server-side apply
-        ownership (client-go's ``csaupgrade`` does the same for ``kubectl apply``): the *Update*
-        entry of ``managedFields`` is merged into ``llmaz``'s *Apply* entry. Without it a field
-        a later render leaves out would stay: an apply removes only fields its own entry owns.
-        One GET, and a PATCH only when there is such an entry (with the resourceVersion read, so
-        nobody's write in between is lost; 409 reads again). ``False`` if the object is gone."""
-        path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
-        for attempt in range(1, attempts + 1):
-            live = self.get(key.api_version, key.kind, key.namespace or None, key.name)
-            if live is None:
-                return False
-            meta = live.get("metadata") or {}
-            entries = claimed_entries(meta.get("managedFields") or [])
-            if entries is None:
-                return True
-            body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "managedFields": entries}}
-            try:
-                self.request(
-                    "PATCH",
-                    path,
-                    query={"fieldManager": FIELD_MANAGER},
-                    body=body,
-                    content_type="application/merge-patch+json",
-                    resource=plural_of(key.kind),
-                )
-            except KubeError as err:
-                if err.status != 409 or attempt == attempts:
-                    raise
-            else:
-                return True
-        return True  # attempts < 1: nothing tried
+        """Claim the fields of our POST for our apply (:func:`claim_fields_steps`)."""
+        return self.run(claim_fields_steps(key, attempts))
 
     def create_or_apply(self, obj: Mapping[str, Any], *, exists: bool) -> dict[str, Any]:
-        """Write a child: POST it when it is not known to exist, else server-side apply it.
-
-        A POST costs the API server about a quarter less CPU than creating the object with an
-        apply (issue 15: 12.3 against 16.0 CPU-seconds for the same 900 children), and creating
-        children is what a rollout of many Playgrounds waits for. An object that exists after all
-        (409: the watch had not brought it yet, or someone else created it) is applied instead;
-        every apply of an existing object first claims the fields an earlier POST of ours set
-        (:meth:`claim_fields`), so pruning fields from a later render works either way."""
-        key = ObjectKey.of(obj)
-        if not exists:
-            try:
-                return self.create(obj)
-            except KubeError as err:
-                if err.status != 409:
-                    raise
-        self.claim_fields(key)
-        return self.apply(obj)
+        """Write a child (:func:`create_or_apply_steps`)."""
+        return self.run(create_or_apply_steps(obj, exists=exists))
 
     def delete(self, key: ObjectKey, uid: str | None = None) -> bool:
-        """Delete (background propagation, only the object with ``uid``); ``False`` if already gone."""
-        body: dict[str, Any] = {
-            "kind": "DeleteOptions",
-            "apiVersion": "v1",
-            "propagationPolicy": "Background",
-        }
-        if uid:
-            body["preconditions"] = {"uid": uid}
-        try:
-            self.request(
-                "DELETE",
-                resource_path(key.api_version, key.kind, key.namespace or None, key.name),
-                body=body,
-                resource=plural_of(key.kind),
-            )
-        except KubeError as err:
-            if err.status in (404, 409):
-                return False
-            raise
-        return True
+        """Delete (:func:`delete_steps`); ``False`` if already gone."""
+        return self.run(delete_steps(key, uid))
 
     def patch_status(  # noqa: PLR0917
         self,
@@ -396,26 +427,218 @@ class Kube:
         status: Mapping[str, Any],
         resource_version: str | None = None,
     ) -> dict[str, Any]:
-        """Merge-patch ``status`` (the ``/status`` subresource). With ``resource_version`` the patch
-        applies only to that version of the object (else HTTP 409), for read-modify-write of lists."""
-        path = resource_path(api_version, kind, namespace, name) + "/status"
-        body: dict[str, Any] = {"status": dict(status)}
-        if resource_version:
-            body["metadata"] = {"resourceVersion": resource_version}
-        result: dict[str, Any] = self.request(
-            "PATCH",
-            path,
-            query={"fieldManager": FIELD_MANAGER},
-            body=body,
-            content_type="application/merge-patch+json",
-            resource=plural_of(kind) + "/status",
-        )
-        return result
+        """Merge-patch ``status`` (:func:`patch_status_steps`)."""
+        return self.run(patch_status_steps(api_version, kind, namespace, name, status, resource_version))
 
     def post_event(self, event: Mapping[str, Any]) -> None:
         """Create one ``v1`` Event (failures are the caller's to log, never fatal)."""
-        namespace = (event.get("metadata") or {}).get("namespace") or "default"
-        self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event, resource="events")
+        self.run(post_event_steps(event))
+
+    # ---------------------------------------------------------------- objects (event loop)
+
+    async def get_async(
+        self, api_version: str, kind: str, namespace: str | None, name: str
+    ) -> dict[str, Any] | None:
+        return await self.arun(get_steps(api_version, kind, namespace, name))
+
+    async def apply_async(self, obj: Mapping[str, Any], *, force: bool = True) -> dict[str, Any]:
+        return await self.arun(apply_steps(obj, force=force))
+
+    async def create_or_apply_async(self, obj: Mapping[str, Any], *, exists: bool) -> dict[str, Any]:
+        return await self.arun(create_or_apply_steps(obj, exists=exists))
+
+    async def delete_async(self, key: ObjectKey, uid: str | None = None) -> bool:
+        return await self.arun(delete_steps(key, uid))
+
+    async def patch_status_async(  # noqa: PLR0917
+        self,
+        api_version: str,
+        kind: str,
+        namespace: str | None,
+        name: str,
+        status: Mapping[str, Any],
+        resource_version: str | None = None,
+    ) -> dict[str, Any]:
+        return await self.arun(
+            patch_status_steps(api_version, kind, namespace, name, status, resource_version)
+        )
+
+    async def post_event_async(self, event: Mapping[str, Any]) -> None:
+        await self.arun(post_event_steps(event))
+
+
+# -------------------------------------------------------------------- operations
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """One request of an operation (:data:`Steps`)."""
+
+    method: str
+    path: str
+    query: Mapping[str, str] | None = None
+    body: Any = None
+    content_type: str = "application/json"
+    resource: str = ""
+    """The resource written, for the fence and the metrics (``""`` for reads)."""
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "body": self.body,
+            "content_type": self.content_type,
+            "resource": self.resource,
+        }
+
+
+Steps = Generator[Call, Any, T]
+"""An operation as the requests it makes: each :class:`Call` yielded is sent, and its decoded
+answer sent back (or its :class:`KubeError` / :class:`KubeUnreachable` thrown in, for the
+operation to handle or let through); what the generator returns is the operation's result.
+:meth:`Kube.run` sends the requests blocking, :meth:`Kube.arun` on the event loop."""
+
+
+def get_steps(api_version: str, kind: str, namespace: str | None, name: str) -> Steps[dict[str, Any] | None]:
+    try:
+        result: dict[str, Any] = yield Call("GET", resource_path(api_version, kind, namespace, name))
+    except KubeError as err:
+        if err.status == 404:
+            return None
+        raise
+    return result
+
+
+def apply_steps(obj: Mapping[str, Any], *, force: bool = True) -> Steps[dict[str, Any]]:
+    """Server-side apply ``obj`` with field manager ``llmaz`` (taking back fields we own)."""
+    key = ObjectKey.of(obj)
+    query = {"fieldManager": FIELD_MANAGER}
+    if force:
+        query["force"] = "true"
+    result: dict[str, Any] = yield Call(
+        "PATCH",
+        resource_path(key.api_version, key.kind, key.namespace or None, key.name),
+        query=query,
+        body=obj,
+        content_type="application/apply-patch+yaml",
+        resource=plural_of(key.kind),
+    )
+    return result
+
+
+def create_steps(obj: Mapping[str, Any]) -> Steps[dict[str, Any]]:
+    """POST ``obj`` with field manager ``llmaz`` (HTTP 409 if it exists). The fields it sets
+    belong to ``llmaz``'s *Update* entry of ``managedFields``; :func:`claim_fields_steps` turns
+    that into an *Apply* entry before the object is ever applied (:func:`create_or_apply_steps`)."""
+    key = ObjectKey.of(obj)
+    result: dict[str, Any] = yield Call(
+        "POST",
+        resource_path(key.api_version, key.kind, key.namespace or None),
+        query={"fieldManager": FIELD_MANAGER},
+        body=obj,
+        resource=plural_of(key.kind),
+    )
+    return result
+
+
+def claim_fields_steps(key: ObjectKey, attempts: int = 5) -> Steps[bool]:
+    """Make the fields ``llmaz`` set when it POSTed the object part of its server-side apply
+    ownership (client-go's ``csaupgrade`` does the same for ``kubectl apply``): the *Update*
+    entry of ``managedFields`` is merged into ``llmaz``'s *Apply* entry. Without it a field
+    a later render leaves out would stay: an apply removes only fields its own entry owns.
+    One GET, and a PATCH only when there is such an entry (with the resourceVersion read, so
+    nobody's write in between is lost; 409 reads again). ``False`` if the object is gone."""
+    path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
+    for attempt in range(1, attempts + 1):
+        live = yield from get_steps(key.api_version, key.kind, key.namespace or None, key.name)
+        if live is None:
+            return False
+        meta = live.get("metadata") or {}
+        entries = claimed_entries(meta.get("managedFields") or [])
+        if entries is None:
+            return True
+        body = {"metadata": {"resourceVersion": meta.get("resourceVersion"), "managedFields": entries}}
+        try:
+            yield Call(
+                "PATCH",
+                path,
+                query={"fieldManager": FIELD_MANAGER},
+                body=body,
+                content_type="application/merge-patch+json",
+                resource=plural_of(key.kind),
+            )
+        except KubeError as err:
+            if err.status != 409 or attempt == attempts:
+                raise
+        else:
+            return True
+    return True  # attempts < 1: nothing tried
+
+
+def create_or_apply_steps(obj: Mapping[str, Any], *, exists: bool) -> Steps[dict[str, Any]]:
+    """Write a child: POST it when it is not known to exist, else server-side apply it.
+
+    A POST costs the API server about a quarter less CPU than creating the object with an
+    apply (issue 15: 12.3 against 16.0 CPU-seconds for the same 900 children), and creating
+    children is what a rollout of many Playgrounds waits for. An object that exists after all
+    (409: the watch had not brought it yet, or someone else created it) is applied instead;
+    every apply of an existing object first claims the fields an earlier POST of ours set
+    (:func:`claim_fields_steps`), so pruning fields from a later render works either way."""
+    if not exists:
+        try:
+            return (yield from create_steps(obj))
+        except KubeError as err:
+            if err.status != 409:
+                raise
+    yield from claim_fields_steps(ObjectKey.of(obj))
+    return (yield from apply_steps(obj))
+
+
+def delete_steps(key: ObjectKey, uid: str | None = None) -> Steps[bool]:
+    """Delete (background propagation, only the object with ``uid``); ``False`` if already gone."""
+    body: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background"}
+    if uid:
+        body["preconditions"] = {"uid": uid}
+    try:
+        yield Call(
+            "DELETE",
+            resource_path(key.api_version, key.kind, key.namespace or None, key.name),
+            body=body,
+            resource=plural_of(key.kind),
+        )
+    except KubeError as err:
+        if err.status in (404, 409):
+            return False
+        raise
+    return True
+
+
+def patch_status_steps(  # noqa: PLR0917
+    api_version: str,
+    kind: str,
+    namespace: str | None,
+    name: str,
+    status: Mapping[str, Any],
+    resource_version: str | None = None,
+) -> Steps[dict[str, Any]]:
+    """Merge-patch ``status`` (the ``/status`` subresource). With ``resource_version`` the patch
+    applies only to that version of the object (else HTTP 409), for read-modify-write of lists."""
+    body: dict[str, Any] = {"status": dict(status)}
+    if resource_version:
+        body["metadata"] = {"resourceVersion": resource_version}
+    result: dict[str, Any] = yield Call(
+        "PATCH",
+        resource_path(api_version, kind, namespace, name) + "/status",
+        query={"fieldManager": FIELD_MANAGER},
+        body=body,
+        content_type="application/merge-patch+json",
+        resource=plural_of(kind) + "/status",
+    )
+    return result
+
+
+def post_event_steps(event: Mapping[str, Any]) -> Steps[None]:
+    namespace = (event.get("metadata") or {}).get("namespace") or "default"
+    yield Call("POST", f"/api/v1/namespaces/{namespace}/events", body=event, resource="events")
 
 
 def _merge_fields(into: dict[str, Any], more: Mapping[str, Any]) -> dict[str, Any]:

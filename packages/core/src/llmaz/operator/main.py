@@ -72,11 +72,12 @@ def tune_gc() -> None:
 
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics = Metrics(kinds=RECONCILERS)
-    # API calls run in threads: as many as objects reconciled at once, twice that for child
-    # applies (below), and as many HTTP connections as threads
+    # the reconciles' writes run on the event loop (Kube.*_async); the rarer blocking calls
+    # (shared-object status, integrations, preheat) in threads, as many as objects reconciled at
+    # once, with as many HTTP connections
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
     try:
-        kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=3 * config.workers)
+        kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=config.workers)
     except ConnectionConfigError as err:
         log.error("exiting: cannot reach the API server: %s", err)
         return 2
@@ -90,12 +91,6 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
     tune_gc()  # after the imports and plugins: they live as long as the process
-    # child writes get threads of their own: at N = 100 Playgrounds they waited behind status
-    # writes and Events for the shared ones; two per worker, as a reconcile applies an LWS and its
-    # -lb Service at the same time, and the creates in the background take at most half as many
-    # per kind (engine.CREATE_SLOTS_PER_KIND), as a Service's cluster IP can take seconds to be
-    # allocated (issue 15)
-    rt.child_writes = ThreadPoolExecutor(max_workers=2 * config.workers, thread_name_prefix="llmaz-apply")
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)
     await health.start()
@@ -170,6 +165,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     await watches.stop()
+    await kube.aclose()
     metrics.leader.set(0)
     if elector is not None and not lost:
         await asyncio.to_thread(elector.release)

@@ -130,7 +130,7 @@ async def reconcile_preheat(rt: Runtime, name: str) -> None:
                 if rt.applied.get(key, ("", 0))[0] == digest:
                     continue  # applied; the watch has not shown it yet
                 job["metadata"]["ownerReferences"] = [owner_reference(snap, block_owner_deletion=False)]
-                answer = await asyncio.to_thread(rt.kube.apply, job)
+                answer = await rt.kube.apply_async(job)
                 rt.applied[key] = (digest or "", resource_version(answer))
                 log.info("preheat of %s: Job %s/%s created", name, key.namespace, key.name)
             for job_name, current in live.items():
@@ -148,5 +148,5 @@ async def reconcile_preheat(rt: Runtime, name: str) -> None:
 async def _delete(rt: Runtime, job: Snapshot) -> None:
     key = ObjectKey.of({**job, "apiVersion": preheat.JOB_API_VERSION, "kind": "Job"})
     rt.applied.pop(key, None)
-    if await asyncio.to_thread(rt.kube.delete, key, uid_of(job)):
+    if await rt.kube.delete_async(key, uid_of(job)):
         log.info("preheat: Job %s/%s deleted", key.namespace, key.name)

@@ -15,7 +15,6 @@ import logging
 import pickle
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -485,9 +484,6 @@ class Runtime:
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """Owner uid -> the ``("model"|"backend", name)`` it referenced when last seen."""
-    child_writes: Executor | None = None
-    """Threads for child applies only, so that status writes and Events queued on the default
-    executor never delay the creation of children (``None``: the default executor)."""
     parsed: dict[str, tuple[int, Any]] = field(default_factory=dict)
     """OpenModel/BackendRuntime uid -> (resourceVersion, the typed object or ``None`` if invalid)."""
     settled: dict[str, Settled] = field(default_factory=dict)

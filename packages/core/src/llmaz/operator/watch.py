@@ -169,13 +169,9 @@ class Watches:
         """Set once every stream has listed its objects once (or found its kind refused)."""
         if not self._streams:
             self.listed.set()
-        self._session: aiohttp.ClientSession | None = None
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=self._kube.connection.ssl_context() or False, limit=0)
-        )
         self._tasks = [asyncio.create_task(s.run(i)) for i, s in enumerate(self._streams)]
 
     async def stop(self) -> None:
@@ -185,9 +181,6 @@ class Watches:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
 
     def stream(self, kind: str, namespace: str | None = None) -> _Stream:
         """The stream of ``kind`` in ``namespace`` (``None``: cluster-wide)."""
@@ -210,13 +203,15 @@ class Watches:
             self.listed.set()
 
     async def _get(self, path: str, params: dict[str, str], read_timeout: float) -> aiohttp.ClientResponse:
-        assert self._session is not None
         conn = self._kube.connection
         headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
-        # a token file or exec plugin may be read: not on the event loop
-        headers.update(await asyncio.to_thread(conn.auth_headers))
+        # an exec plugin run is not for the event loop
+        headers.update(
+            await asyncio.to_thread(conn.auth_headers) if conn.auth_may_block() else conn.auth_headers()
+        )
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10, sock_read=read_timeout)
-        return await self._session.get(
+        # (the session is the Kube's, closed with it)
+        return await self._kube.session().get(
             conn.server + path,
             params=params,
             headers=headers,
