@@ -4,6 +4,7 @@ and kopf together, and shut down cleanly on SIGTERM/SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import asyncio.sslproto
 import contextlib
 import gc
 import logging
@@ -70,7 +71,23 @@ def tune_gc() -> None:
     gc.set_threshold(YOUNG_GENERATION, middle, old)
 
 
+TLS_READ_BYTES = 16 * 1024
+"""What asyncio reads from a TLS connection at a time: one TLS record at most (asyncio's default,
+256 KiB, is also a buffer every connection keeps)."""
+
+
+def tune_tls_reads() -> None:
+    """Every TLS connection on the event loop (the reconciles' writes, the watches, kopf's, the
+    webhook server's) keeps a read buffer of ``asyncio.sslproto.SSLProtocol.max_size`` bytes, and
+    each read allocates that much again. At 256 KiB that was ~0.33 MB of RSS per connection: 2000
+    creates 48 at a time grew the process by 15.8 MB against 4.6 MB with 16 KiB, for the same CPU
+    (measured against the real API server), and at N = 100 Playgrounds the operator's steady RSS
+    went from 80 to 90 MB when its writes moved onto the event loop (issue 15)."""
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BYTES
+
+
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
+    tune_tls_reads()
     metrics = Metrics(kinds=RECONCILERS)
     # the reconciles' writes run on the event loop (Kube.*_async); the rarer blocking calls
     # (shared-object status, integrations, preheat) in threads, as many as objects reconciled at
