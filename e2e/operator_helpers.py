@@ -275,12 +275,14 @@ def running_operator(
     prefix: tuple[str, ...] = (),
     env_extra: dict[str, str] | None = None,
     lease: dict[str, int] | None = None,
+    python: Path | None = None,
 ) -> Iterator[Operator]:
     """``llmaz operator run`` as a local process as ServiceAccount ``account`` of SA_NAMESPACE:
     ``kubeconfig`` when given (a chart release's), else a fresh account bound to exactly RULES;
     ``extra_config`` is merged into its config file (top-level keys replace the defaults);
     ``prefix`` wraps the command (e.g. ``unshare``, which execs it: same pid); ``env_extra`` adds
-    env; ``lease`` overrides the (short, for fast takeover) leader-election timings."""
+    env; ``lease`` overrides the (short, for fast takeover) leader-election timings; ``python`` runs
+    it from another environment (an earlier release's)."""
     kubeconfig = kubeconfig or bind_operator_account(cp, account)
     config = workdir / f"{account}.yaml"
     webhook_port = free_port()
@@ -311,7 +313,7 @@ def running_operator(
     metrics_port, health_port = free_port(), free_port()
     command = [
         *prefix,
-        sys.executable,
+        str(python or sys.executable),
         "-m",
         "llmaz.cli",
         "operator",

@@ -7,12 +7,11 @@ moves the release to today's chart (a real CRD change: new printer columns, ``st
 and today's operator takes over. It must adopt what exists: same child UIDs, no child created
 again, Playgrounds still Available, the new status fields filled, then quiet; RBAC refused nothing.
 
-Why the N-1 operator runs from the old source over the current ``.venv`` (``PYTHONPATH``): the test
-first checks that ``uv.lock`` is byte-identical at both commits, so every third-party package is the
-same version either way, and only the workspace's own sources differ; those are put first on the
-path, and the test asserts that the N-1 process imports ``llmaz`` from the old tree. A second
-``uv sync`` would give the same result at the cost of another environment on a 2-CPU machine.
-If the lock ever differs, the test fails and says so (then build the old environment instead).
+The N-1 operator runs in release N-1's own environment, installed the way that release installs
+itself (its ``tools/bootstrap.sh``: ``uv sync --locked`` of its ``uv.lock``, from the uv cache and
+PyPI), and the test asserts that it imports ``llmaz`` from the old tree. (It used to run from the
+old sources over the current ``.venv``, which holds only while both locks pin the same packages;
+since the operator dropped the ``kubernetes`` client they do not.)
 """
 
 from __future__ import annotations
@@ -21,10 +20,8 @@ import io
 import os
 import signal
 import subprocess
-import sys
 import tarfile
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -81,9 +78,14 @@ def materialize(dest: Path) -> Path:
     return dest
 
 
-def old_pythonpath(old: Path) -> str:
-    """Every workspace package's ``src`` of the old tree, ahead of the current editable installs."""
-    return os.pathsep.join(str(p) for p in sorted(old.glob("packages/**/src")) if p.is_dir())
+def old_environment(old: Path) -> Path:
+    """The Python of release N-1's environment (``old/.venv``), built by its own bootstrap."""
+    # (this environment's variables must not point uv at the current .venv)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")}
+    script = str(old / "tools" / "bootstrap.sh")
+    done = subprocess.run(["bash", script], env=env, capture_output=True, text=True, timeout=900, check=False)
+    assert done.returncode == 0, f"N-1's tools/bootstrap.sh failed: {done.stderr[-2000:]}"
+    return old / ".venv" / "bin" / "python"
 
 
 def child_uids(cp: ControlPlane, namespace: str) -> dict[str, str]:
@@ -113,18 +115,6 @@ def object_writes(cp: ControlPlane, user: str, since: float) -> list[str]:
     return [w for w in audit_writes(cp, user, since) if " leases " not in w and " events " not in w]
 
 
-def locked_versions(lock: Path) -> set[tuple[str, str]]:
-    """Every third-party package ``uv.lock`` pins, with its version: what the N-1 code runs with
-    from the current .venv (the workspace's own packages, whose declared dependencies may differ,
-    come from the N-1 tree on PYTHONPATH)."""
-    data = tomllib.loads(lock.read_text())
-    return {
-        (str(p["name"]), str(p.get("version", "")))
-        for p in data.get("package", [])
-        if "registry" in (p.get("source") or {})
-    }
-
-
 def lead(op: Any) -> None:
     wait_until(op.ready, "the operator to lead", LEAD_TIMEOUT, op.log)
 
@@ -134,17 +124,9 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
 ) -> None:
     cp, fig = control_plane, Figures("upgrade-n-1-to-n")
     old = materialize(tmp_path / "n-1")
-    assert locked_versions(old / "uv.lock") == locked_versions(ROOT / "uv.lock"), (
-        f"uv.lock locks other third-party versions at {PREVIOUS_RELEASE} than now: build the N-1 "
-        "environment with `uv sync --frozen` instead of PYTHONPATH over the current .venv"
-    )
-    env = {"PYTHONPATH": old_pythonpath(old)}
+    python = old_environment(old)
     where = subprocess.run(
-        [sys.executable, "-c", "import llmaz; print(llmaz.__file__)"],
-        env={**os.environ, **env},
-        capture_output=True,
-        text=True,
-        check=True,
+        [str(python), "-c", "import llmaz; print(llmaz.__file__)"], capture_output=True, text=True, check=True
     ).stdout
     assert where.startswith(str(old)), f"N-1 imports llmaz from {where}"
 
@@ -164,7 +146,7 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         kubeconfig = release_kubeconfig(cp, SA_NAMESPACE, RELEASE)
         names = {f"u{i:02d}" for i in range(COUNT)}
         since_line = audit_line_count(cp)
-        n_1 = running_operator(cp, tmp_path / "op-n-1", RELEASE, kubeconfig=kubeconfig, env_extra=env)
+        n_1 = running_operator(cp, tmp_path / "op-n-1", RELEASE, kubeconfig=kubeconfig, python=python)
         with n_1 as old_op:
             lead(old_op)
             began, n_1_began = time.monotonic(), time.time() - 1  # audit stamps are whole seconds
