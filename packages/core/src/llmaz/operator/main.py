@@ -89,9 +89,9 @@ def tune_tls_reads() -> None:
 async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     tune_tls_reads()
     metrics = Metrics(kinds=RECONCILERS)
-    # the reconciles' writes run on the event loop (Kube.*_async); the rarer blocking calls
-    # (shared-object status, integrations, preheat) in threads, as many as objects reconciled at
-    # once, with as many HTTP connections
+    # the reconciles' writes run on the event loop (Kube.*_async); the few blocking calls (the
+    # integrations' lists, the plugins' BackendRuntimes at start) in threads, as many as objects
+    # reconciled at once, with as many HTTP connections (the Lease keeper has a thread of its own)
     asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=config.workers))
     try:
         kube = Kube.connect(kubeconfig, on_write=metrics.count_write, pool_size=config.workers)
