@@ -11,7 +11,6 @@ operator's RULES, watching only the test namespace, with leader election off.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -30,19 +29,12 @@ from operator_helpers import (
 )
 
 from llmaz_devkit.cluster import ControlPlane, free_port
+from llmaz_devkit.repo import uv_binary
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "e2e" / "fixtures" / "thirdparty_backend"
 CORE = ROOT / "packages" / "core"
 ACCOUNT = "llmaz-operator-thirdparty"
-
-
-def _uv() -> str:
-    found = shutil.which("uv") or next(
-        (str(p) for p in sorted((Path.home() / ".cache" / "llmaz").glob("bootstrap-uv-*/bin/uv"))), None
-    )
-    assert found, "uv not found: run tools/bootstrap.sh (it installs the pinned uv)"
-    return found
 
 
 def _run(*args: str | Path) -> None:
@@ -55,7 +47,7 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """llmaz with its operator extra and the sample plugin, from their wheels, in a fresh virtualenv."""
     work = tmp_path_factory.mktemp("thirdparty-venv")
     dist, env_dir = work / "dist", work / "venv"
-    uv = _uv()
+    uv = uv_binary()
     _run(uv, "build", "--wheel", "--out-dir", dist, FIXTURE)
     _run(uv, "build", "--wheel", "--out-dir", dist, CORE)
     _run(uv, "venv", "--python", sys.executable, env_dir)

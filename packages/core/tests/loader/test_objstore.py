@@ -8,10 +8,8 @@ process, which is also how a real object store is reached: over HTTP on a port.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -29,19 +27,11 @@ from llmaz.loader import layout
 from llmaz.loader.main import main
 from llmaz.loader.objstore import ObjectStoreSource
 from llmaz.render.sources import resolve_source
+from llmaz_devkit.repo import uv_binary
 
 MOTO = "moto[server]==5.2.5"
 BUCKET = "models"
 PREFIX = "qwen/Qwen2-0.5B-Instruct"
-
-
-def _uv() -> str:
-    found = shutil.which("uv") or next(
-        iter(sorted(glob.glob(os.path.expanduser("~/.cache/llmaz/bootstrap-uv-*/bin/uv")))), None
-    )
-    if found is None:
-        pytest.fail("uv not found: run tools/bootstrap.sh (it installs uv), which the S3 stand-in needs")
-    return found
 
 
 def _free_port() -> int:
@@ -57,7 +47,7 @@ class MotoServer:
         self.port = _free_port()
         self.proc = subprocess.Popen(
             [
-                _uv(),
+                uv_binary(),
                 "tool",
                 "run",
                 "--quiet",

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -21,19 +20,11 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from llmaz.api import BackendRuntime
+from llmaz_devkit.repo import uv_binary
 
 ROOT = Path(__file__).resolve().parents[4]
 FIXTURE = ROOT / "e2e" / "fixtures" / "thirdparty_backend"
 CORE = ROOT / "packages" / "core"
-
-
-def _uv() -> str | None:
-    found = shutil.which("uv")
-    if found:
-        return found
-    for candidate in sorted((Path.home() / ".cache" / "llmaz").glob("bootstrap-uv-*/bin/uv")):
-        return str(candidate)
-    return None
 
 
 def _run(
@@ -63,8 +54,7 @@ def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     third-party plugin must install next to llmaz without pin conflicts, at either end."""
     work = tmp_path_factory.mktemp(f"thirdparty-{request.param}")
     dist, env_dir = work / "dist", work / "venv"
-    uv = _uv()
-    assert uv, "uv not found: run tools/bootstrap.sh (it installs the pinned uv)"
+    uv = uv_binary()
     _run(uv, "build", "--wheel", "--out-dir", dist, FIXTURE)
     _run(uv, "build", "--wheel", "--out-dir", dist, CORE)
     _run(uv, "venv", "--python", sys.executable, env_dir)
@@ -87,7 +77,7 @@ def venv(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
 def test_installed_versions_are_the_ends_of_the_ranges(venv: Path, request: pytest.FixtureRequest) -> None:
     """lowest-direct really installed each range's lower bound; highest installed versions inside
     the ranges (so both ends are what the other tests of this module exercised)."""
-    frozen = _run(_uv() or "uv", "pip", "freeze", "--python", venv / "bin" / "python").stdout
+    frozen = _run(uv_binary(), "pip", "freeze", "--python", venv / "bin" / "python").stdout
     installed = {
         canonicalize_name(name): Version(version)
         for line in frozen.splitlines()

@@ -8,7 +8,6 @@ fresh virtualenv with no plugin and no dev kit, and runs every command there, as
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,17 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from llmaz_devkit.repo import uv_binary
+
 ROOT = Path(__file__).resolve().parents[4]
 CORE = ROOT / "packages" / "core"
 EXAMPLES = ROOT / "docs" / "examples"
-
-
-def _uv() -> str:
-    found = shutil.which("uv") or next(
-        (str(p) for p in sorted((Path.home() / ".cache" / "llmaz").glob("bootstrap-uv-*/bin/uv"))), None
-    )
-    assert found, "uv not found: run tools/bootstrap.sh (it installs the pinned uv)"
-    return found
 
 
 def _run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -45,15 +38,15 @@ def _run(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[s
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dist = tmp_path_factory.mktemp("wheel")
-    _run(_uv(), "build", "--wheel", "--out-dir", dist, CORE)
+    _run(uv_binary(), "build", "--wheel", "--out-dir", dist, CORE)
     return next(dist.glob("llmaz-*.whl"))
 
 
 @pytest.fixture(scope="module")
 def venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = tmp_path_factory.mktemp("clean") / "venv"
-    _run(_uv(), "venv", "--python", sys.executable, env_dir)
-    _run(_uv(), "pip", "install", "--python", env_dir / "bin" / "python", wheel)
+    _run(uv_binary(), "venv", "--python", sys.executable, env_dir)
+    _run(uv_binary(), "pip", "install", "--python", env_dir / "bin" / "python", wheel)
     return env_dir
 
 
@@ -136,6 +129,6 @@ def test_testing_extra_declares_what_the_test_kit_imports(venv: Path, wheel: Pat
     res = _run(python, "-c", "import llmaz.testing.conformance", check=False)
     assert res.returncode == 1
     assert "No module named 'pytest'" in res.stderr
-    _run(_uv(), "pip", "install", "--python", python, f"llmaz[testing] @ {wheel.as_uri()}")
+    _run(uv_binary(), "pip", "install", "--python", python, f"llmaz[testing] @ {wheel.as_uri()}")
     for module in ("llmaz.testing.conformance", "llmaz.testing.plugins"):
         _run(python, "-c", f"import {module}")

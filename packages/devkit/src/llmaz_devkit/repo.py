@@ -1,12 +1,15 @@
-"""The one place that finds the repository checkout (the devkit only works from one)."""
+"""The one place that finds the repository checkout (the devkit only works from one), and the uv
+its bootstrap installs."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 from llmaz.errors import LlmazError
 
-__all__ = ["RepositoryNotFound", "repo_root"]
+__all__ = ["RepositoryNotFound", "UvNotFound", "repo_root", "uv_binary"]
 
 MARKER = Path("tools") / "go-tools.sh"
 """A file only the llmaz repository has at its root."""
@@ -14,6 +17,10 @@ MARKER = Path("tools") / "go-tools.sh"
 
 class RepositoryNotFound(LlmazError, RuntimeError):
     """Not running from a checkout of the llmaz repository."""
+
+
+class UvNotFound(LlmazError, RuntimeError):
+    """No ``uv`` on ``PATH`` and none installed by ``tools/bootstrap.sh``."""
 
 
 def repo_root(start: Path | None = None) -> Path:
@@ -27,3 +34,19 @@ def repo_root(start: Path | None = None) -> Path:
         f"no llmaz repository checkout (a directory with {MARKER}) above {', '.join(map(str, starts))}: "
         "the devkit runs from a clone of the repository"
     )
+
+
+def uv_binary() -> str:
+    """The ``uv`` to build wheels and environments with: the one on ``PATH``, else the pinned one
+    ``tools/bootstrap.sh`` installed (``$LLMAZ_BOOTSTRAP_DIR``, default
+    ``~/.cache/llmaz/bootstrap-uv-<version>``; the last by name there)."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    boot = os.environ.get("LLMAZ_BOOTSTRAP_DIR")
+    candidates = [Path(boot) / "bin" / "uv"] if boot else []
+    candidates += sorted((Path.home() / ".cache" / "llmaz").glob("bootstrap-uv-*/bin/uv"), reverse=True)
+    for candidate in candidates:
+        if candidate.is_file():
+            return str(candidate)
+    raise UvNotFound("uv not found: run tools/bootstrap.sh (it installs the pinned uv)")
