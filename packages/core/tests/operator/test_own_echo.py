@@ -2,7 +2,7 @@
 status write still reconciles its Playground, which shows it), and an inference Service its
 Playground just applied is reconciled next, from the apply's answer (issue 15); anything else that
 reaches a child or a Playground's inference Service still reconciles its owner, so a hand edit or a
-deletion is repaired. The operator's real watch handlers and work queue, called as its watches call them,
+deletion is repaired. The operator's real kopf handlers and work queue, called as kopf calls them,
 against a stand-in for the API server's child writes (the real API server is in e2e/test_operator.py)."""
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import copy
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+import kopf
 import pytest
 
 from llmaz.operator import engine
-from llmaz.operator.handlers import children, playground, pods, service, watched_kinds
+from llmaz.operator.handlers import build_registry, children, playground, pods, service, watched_kinds
+from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime, owner_reference
 from llmaz.render.plan import Plan
 
@@ -54,21 +56,23 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return calls
 
 
+def _handler(handler_id: str) -> Any:
+    registry = build_registry()
+    return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
+
+
 def _child_handler(rt: Runtime) -> Any:
     """The operator's own watch's handler of LeaderWorkerSet events."""
     return next(k.handler for k in watched_kinds(rt) if k.kind == "LeaderWorkerSet")
 
 
-def _deliver(rt: Runtime, kind: str, body: dict[str, Any]) -> None:
-    """``body``'s event as the operator's own watch of its kind hands it over."""
-    handler = next(
-        k.handler for k in watched_kinds(rt) if (k.api_version, k.kind) == (body["apiVersion"], body["kind"])
-    )
-
-    async def deliver() -> None:  # (as the watches do: on the event loop)
-        handler(kind, body)
-
-    asyncio.run(deliver())
+def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
+    fn = _handler(handler_id)
+    memo = kopf.Memo()
+    memo[MEMO_KEY] = rt
+    group, _, version = str(body["apiVersion"]).rpartition("/")
+    resource = kopf.Resource(group, version, str(body["kind"]).lower() + "s")  # as kopf passes it
+    asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo, resource=resource))
 
 
 def _applied(
@@ -159,17 +163,17 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
 ) -> None:
     rt.queue.workers = rt.config.workers
     live = _service_applied_by_playground(rt, apply_children)
-    _deliver(rt, "ADDED", live)
+    _deliver(rt, "register.<locals>.service_event", "ADDED", live)
     assert queued == [("Service", "ns", "chat")]  # its reconcile from the answer has not run yet
 
     rt.fresh.clear()  # as that reconcile does
-    _deliver(rt, "MODIFIED", live)
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
     assert queued == [("Service", "ns", "chat")]
 
     status = copy.deepcopy(live)
     status["metadata"]["resourceVersion"] = "600"
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
-    _deliver(rt, "MODIFIED", status)  # its own status write
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
@@ -199,13 +203,13 @@ def test_our_own_status_write_coming_back_does_not_reconcile_the_playground_agai
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     live = _status_written(rt, PLAYGROUND)
-    _deliver(rt, "MODIFIED", live)
+    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", live)
     assert queued == []
 
     edited = copy.deepcopy(live)
     edited["metadata"]["resourceVersion"] = "900"  # anyone else's write after ours
     edited["metadata"]["labels"] = {"team": "a"}
-    _deliver(rt, "MODIFIED", edited)
+    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", edited)
     assert queued == [("Playground", "ns", "chat")]
 
 
@@ -215,12 +219,12 @@ def test_a_services_own_status_write_coming_back_reconciles_only_its_playground(
     owned = copy.deepcopy(SERVICE)
     owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
     live = _status_written(rt, owned)
-    _deliver(rt, "MODIFIED", live)
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
     assert queued == [("Playground", "ns", "chat")]  # it shows the Service's status
 
     other = copy.deepcopy(live)
     other["metadata"]["resourceVersion"] = "900"  # someone else's write: the Service reconciles too
-    _deliver(rt, "MODIFIED", other)
+    _deliver(rt, "register.<locals>.service_event", "MODIFIED", other)
     assert queued[1:] == BOTH_OWNERS
 
 
