@@ -286,6 +286,33 @@ def wait_for(
         time.sleep(0.1)
 
 
+def machine_busy(window: float) -> float:
+    """The share of the machine's CPU time spent busy (not idle, not waiting for I/O) over the next
+    ``window`` seconds, from ``/proc/stat``: 0 for a quiet machine, 1 for every CPU busy."""
+
+    def times() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + fields[4]  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])  # user..steal; guest time is inside user
+
+    busy0, total0 = times()
+    time.sleep(window)
+    busy1, total1 = times()
+    return (busy1 - busy0) / max(1, total1 - total0)
+
+
+def settle(quiet: float, longest: float, window: float = 5.0) -> dict[str, float]:
+    """Wait (at most ``longest`` seconds) until the machine is at most ``quiet`` busy over
+    ``window`` seconds, so that a phase does not start while the control plane is still busy with
+    what came before it (booting, the previous phase's pods). Both phases settle the same way;
+    what was waited and how busy the machine was when the phase began are reported."""
+    start = time.monotonic()
+    while True:
+        busy = machine_busy(window)
+        if busy <= quiet or time.monotonic() - start >= longest:
+            return {"waited_s": round(time.monotonic() - start, 1), "busy": round(busy, 2)}
+
+
 # ----------------------------------------------------------------------------- the operator process
 
 
@@ -563,6 +590,8 @@ def run_one(  # noqa: PLR0917
     keep: bool = False,
     profile_gil: bool = False,
     gc_stats: bool = False,
+    quiet: float = 1.0,
+    settle_max: float = 0.0,
 ) -> dict[str, Any]:
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
@@ -618,6 +647,8 @@ def run_one(  # noqa: PLR0917
             # ---- operator phase
             w = watches[OP_NS] = Namespace.watch(api, OP_NS)
             time.sleep(1.0)
+            settled = result["settled"] = {"operator": settle(quiet, settle_max)}
+            print(f"  settled: {settled['operator']}", flush=True)
             counted0 = counters(metrics_port)  # the start-up listing is not the Playgrounds' work
             cpu0, wall0 = stats.read()[0], time.time()
             t0, t_created, retries = create_all(api, [playground(i) for i in range(n)], concurrency)
@@ -739,6 +770,8 @@ def run_one(  # noqa: PLR0917
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
             b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
             time.sleep(1.0)
+            settled["bulk"] = settle(quiet, settle_max)
+            print(f"  settled: {settled['bulk']}", flush=True)
             bt0, _, bretries = create_all(api, copies, concurrency, apply=bulk_apply)
             bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
             bt_lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", timeout)
@@ -780,6 +813,8 @@ def run_one(  # noqa: PLR0917
         result["operator_log_errors"] = sum(
             1 for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line
         )
+        if not keep:  # the operator's log, configuration and ServiceAccount kubeconfig
+            shutil.rmtree(workdir, ignore_errors=True)
     op, bulk = result["operator"], result["bulk"]
     result["ratios"] = {
         "children_vs_bulk": round(op["children_s"] / bulk["children_s"], 2),
@@ -843,6 +878,15 @@ def table(results: list[dict[str, Any]]) -> str:
         ("Playgrounds Available (s)", lambda r: r["operator"]["available_s"]),
         ("  ratio to bulk LWS ready (target <= 1.1)", lambda r: r["ratios"]["available_vs_bulk_lws_ready"]),
         ("load average before the run (1 min)", lambda r: r.get("load_average_before")),
+        (
+            "machine busy when the phase began: operator / bulk (waited s)",
+            lambda r: (
+                "{busy} ({waited_s}) / ".format(**r["settled"]["operator"])
+                + "{busy} ({waited_s})".format(**r["settled"]["bulk"])
+                if r.get("settled", {}).get("bulk")
+                else None
+            ),
+        ),
         ("writes per Playground (target <= 5)", lambda r: r["api"]["writes_per_playground"]),
         (
             "  children / status / Events / shared InUse",
@@ -942,6 +986,15 @@ def main(argv: list[str] | None = None) -> int:
         help="the bulk client server-side applies the children (as the operator does) instead of POSTing",
     )
     parser.add_argument(
+        "--quiet",
+        type=float,
+        default=0.25,
+        help="before each phase, wait until at most this share of the machine's CPU is busy (1: no wait)",
+    )
+    parser.add_argument(
+        "--settle-max", type=float, default=180.0, help="wait at most this long for --quiet, seconds"
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="keep each N's work directory (control plane logs, the API server's audit log)",
@@ -964,6 +1017,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.keep,
                 args.profile_gil,
                 args.gc_stats,
+                quiet=args.quiet,
+                settle_max=args.settle_max,
             )
         )
         args.json.parent.mkdir(parents=True, exist_ok=True)
