@@ -47,6 +47,16 @@ def count_event(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> None:
     rt.metrics.count_event(label)
 
 
+def track_references(rt: Runtime, uid: str, refs: set[tuple[str, str]]) -> None:
+    """Remember the OpenModels and BackendRuntimes object ``uid`` now references (none once it
+    is deleted); when that changed, the shared objects it stopped or started using get their
+    ``InUse`` condition updated (:func:`usage.mark`)."""
+    before = rt.references.get(uid)
+    if refs != before:
+        usage.mark(rt, refs | (before or set()))
+        rt.references[uid] = refs
+
+
 def event_type(event: Mapping[str, Any]) -> str | None:
     """``ADDED``/``MODIFIED``/``DELETED``, or ``None`` for the initial listing."""
     value = event.get("type")

@@ -11,10 +11,9 @@ import kopf
 
 from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
-from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import count_event, event_type, runtime
+from llmaz.operator.handlers._common import count_event, event_type, runtime, track_references
 from llmaz.operator.runtime import IDX_PLAYGROUNDS, RefKey, pack, uid_of
 
 GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
@@ -56,9 +55,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         integrations.workload_event(memo, event, body)
         uid = uid_of(body)
         refs = set() if event_type(event) == "DELETED" else set(references(dict(body.get("spec") or {})))
-        if refs != rt.references.get(uid):
-            usage.mark(rt, refs | rt.references.get(uid, set()))
-            rt.references[uid] = refs
+        track_references(rt, uid, refs)
         if event_type(event) == "DELETED":
             rt.forget(uid)
             return

@@ -15,10 +15,9 @@ import kopf
 
 from llmaz.api import Service
 from llmaz.api.conventions import MANAGED_BY, MANAGER
-from llmaz.operator import usage
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import count_event, event_type, runtime
+from llmaz.operator.handlers._common import count_event, event_type, runtime, track_references
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, controller_uid, pack, uid_of
 
@@ -59,9 +58,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         kind = event_type(event)
         uid = uid_of(body)
         refs = set() if kind == "DELETED" else set(references(body.get("spec") or {}))
-        if refs != rt.references.get(uid):
-            usage.mark(rt, refs | rt.references.get(uid, set()))
-            rt.references[uid] = refs
+        track_references(rt, uid, refs)
         key = ("Service", body.metadata.namespace or "", body.metadata.name or "")
         echo = kind is not None and rt.own_echo(body)
         status_echo = kind is not None and rt.own_status_echo(body)
