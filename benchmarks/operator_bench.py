@@ -113,6 +113,20 @@ class Http:
             raise SystemExit(f"{method} {path}: HTTP {resp.status}: {resp.data[:500]!r}")
         return int(resp.status)
 
+    def delete_all(self, path: str, selector: str = "") -> None:
+        """Delete every object of the collection ``path`` (matching ``selector``), their dependents in
+        the background (garbage collection)."""
+        query = f"?labelSelector={selector}" if selector else ""
+        resp = self.pool.request(
+            "DELETE",
+            self.host + path + query,
+            body=json.dumps({"propagationPolicy": "Background"}).encode(),
+            headers={"Content-Type": "application/json"},
+            timeout=120,
+        )
+        if resp.status >= 400:
+            raise SystemExit(f"DELETE {path}: HTTP {resp.status}: {resp.data[:500]!r}")
+
 
 # ----------------------------------------------------------------------------- watching
 
@@ -579,27 +593,164 @@ def list_items(api: Http, path: str) -> list[dict[str, Any]]:
 # ----------------------------------------------------------------------------- one N
 
 
-def run_one(  # noqa: PLR0917
-    n: int,
-    idle: float,
-    concurrency: int,
-    timeout: float,
-    profile: Path | None,
-    profile_children_only: bool = False,
-    bulk_apply: bool = False,
-    keep: bool = False,
-    profile_gil: bool = False,
-    gc_stats: bool = False,
-    quiet: float = 1.0,
-    settle_max: float = 0.0,
-) -> dict[str, Any]:
+def operator_pass(
+    api: Http, w: Namespace, names: list[str], cfg: Settings, at_children: Callable[[], None] | None = None
+) -> dict[str, float]:
+    """Create the Playgrounds ``names`` and wait until every child exists (then call ``at_children``),
+    every LWS is ready and every Playground is Available, as ``w`` sees them; monotonic times."""
+    t0, created, retries = create_all(api, [playground(i) for i in range(len(names))], cfg.concurrency)
+    progress = lambda: (  # noqa: E731
+        f"children {sum(1 for x in names if x in w.lws.exists)}/{len(names)}, "
+        f"LWS ready {sum(1 for x in names if x in w.lws.ready)}, "
+        f"Available {sum(1 for x in names if x in w.pl.ready)}"
+    )
+    children = wait_for(lambda: w.all_children(names), "every child", cfg.timeout, progress)
+    if at_children is not None:
+        at_children()
+    lws = wait_for(lambda: w.all_of(w.lws.ready, names), "every LWS ready", cfg.timeout, progress)
+    available = wait_for(
+        lambda: w.all_of(w.pl.ready, names), "every Playground Available", cfg.timeout, progress
+    )
+    return {
+        "t0": t0,
+        "created": created,
+        "retries": retries,
+        "children": children,
+        "lws": lws,
+        "available": available,
+    }
+
+
+def bulk_pass(
+    api: Http, b: Namespace, copies: list[dict[str, Any]], names: list[str], cfg: Settings
+) -> dict[str, float]:
+    """Write ``copies`` with the bulk client and wait until every child exists and every LWS is
+    ready, as ``b`` sees them; monotonic times."""
+    t0, _, retries = create_all(api, copies, cfg.concurrency, apply=cfg.bulk_apply)
+    children = wait_for(lambda: b.all_children(names), "every bulk child", cfg.timeout)
+    lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", cfg.timeout)
+    return {"t0": t0, "retries": retries, "children": children, "lws": lws}
+
+
+EMPTIED = (
+    "/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/playgrounds",
+    "/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services",
+    "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",
+    "/api/v1/namespaces/{ns}/services",
+    "/apis/apps/v1/namespaces/{ns}/statefulsets",
+    "/api/v1/namespaces/{ns}/pods",
+)
+
+
+def clear(api: Http, timeout: float) -> float:
+    """Delete the Playgrounds and the bulk client's objects and wait until both namespaces hold none
+    of them, nor anything made from them (pods included: the GPUs are sized for one pair); seconds."""
+    t0 = time.monotonic()
+    api.delete_all(EMPTIED[0].format(ns=OP_NS))
+    for path in EMPTIED[1:4]:
+        api.delete_all(path.format(ns=BULK_NS))
+
+    def empty() -> bool:
+        time.sleep(0.5)
+        return not any(
+            api.get(path.format(ns=ns) + "?limit=1")["items"] for ns in (OP_NS, BULK_NS) for path in EMPTIED
+        )
+
+    wait_for(empty, "both namespaces empty", timeout)
+    return round(time.monotonic() - t0, 2)
+
+
+def more_pairs(
+    api: Http, names: list[str], copies: list[dict[str, Any]], cfg: Settings, stats: ProcStats
+) -> list[dict[str, Any]]:
+    """``cfg.pairs - 1`` more operator and bulk passes on the same control plane, each after both
+    namespaces are emptied, alternately the bulk pass first: each pair's ratios are taken minutes
+    apart at most, so a control plane that got slower or faster since the first pair moves both
+    passes of a pair alike."""
+    out = []
+    for k in range(1, cfg.pairs):
+        cleared = clear(api, cfg.timeout)
+        bulk_first = k % 2 == 1
+        pair: dict[str, Any] = {
+            "order": "bulk first" if bulk_first else "operator first",
+            "cleared_s": cleared,
+        }
+        for which in ("bulk", "operator") if bulk_first else ("operator", "bulk"):
+            ns = BULK_NS if which == "bulk" else OP_NS
+            watch = Namespace.watch(api, ns)
+            try:
+                time.sleep(1.0)
+                busy = settle(cfg.quiet, cfg.settle_max)
+                if which == "bulk":
+                    t = bulk_pass(api, watch, copies, names, cfg)
+                    pair["bulk"] = {
+                        "children_s": round(t["children"] - t["t0"], 2),
+                        "lws_ready_s": round(t["lws"] - t["t0"], 2),
+                        "busy": busy["busy"],
+                    }
+                else:
+                    t = operator_pass(api, watch, names, cfg)
+                    pair["operator"] = {
+                        "children_s": round(t["children"] - t["t0"], 2),
+                        "available_s": round(t["available"] - t["t0"], 2),
+                        "cpu_until_children_s": round(stats.cpu_at(t["children"]) - stats.cpu_at(t["t0"]), 2),
+                        "busy": busy["busy"],
+                    }
+            finally:
+                watch.stop()
+        pair["ratios"] = ratios(pair["operator"], pair["bulk"])
+        print(f"  pair {k + 1} ({pair['order']}): {pair}", flush=True)
+        out.append(pair)
+    return out
+
+
+def ratios(op: dict[str, Any], bulk: dict[str, Any]) -> dict[str, float]:
+    return {
+        "children_vs_bulk": round(op["children_s"] / bulk["children_s"], 2),
+        "available_vs_bulk_lws_ready": round(op["available_s"] / bulk["lws_ready_s"], 2),
+    }
+
+
+def over_pairs(first: dict[str, float], more: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Median, lowest and highest of each ratio over every pair (the first included)."""
+    out = {}
+    for key, value in first.items():
+        values = [value, *(p["ratios"][key] for p in more)]
+        out[key] = {
+            "median": round(statistics.median(values), 2),
+            "min": min(values),
+            "max": max(values),
+            "all": values,
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How :func:`run_one` measures (the command line's options)."""
+
+    idle: float = 300.0
+    concurrency: int = 32
+    timeout: float = 1800.0
+    profile: Path | None = None
+    profile_children: bool = False
+    profile_gil: bool = False
+    gc_stats: bool = False
+    bulk_apply: bool = False
+    keep: bool = False
+    quiet: float = 1.0
+    settle_max: float = 0.0
+    pairs: int = 1
+
+
+def run_one(n: int, cfg: Settings) -> dict[str, Any]:
     nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
     pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
     result: dict[str, Any] = {
         "n": n,
         "gpu_nodes": nodes,
-        "concurrency": concurrency,
-        "idle_window_s": idle,
+        "concurrency": cfg.concurrency,
+        "idle_window_s": cfg.idle,
         "load_average_before": round(os.getloadavg()[0], 2),  # how quiet the machine was
     }
     print(
@@ -607,10 +758,10 @@ def run_one(  # noqa: PLR0917
         flush=True,
     )
     workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
-    if keep:
+    if cfg.keep:
         print(f"   work directory (kept, with the audit log under cp/logs): {workdir}", flush=True)
-    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=keep) as cp:
-        api = Http(cp, max(concurrency, 8) + 16)  # + the watches
+    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=cfg.keep) as cp:
+        api = Http(cp, max(cfg.concurrency, 8) + 16)  # + the watches
         docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
         cp.apply(docs)
         for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
@@ -619,7 +770,7 @@ def run_one(  # noqa: PLR0917
         for ns in (OP_NS, BULK_NS):
             cp.kubectl("create", "namespace", ns)
         cp.apply([openmodel(i) for i in range(MODELS)])
-        gc_file = workdir / "gc-stats.json" if gc_stats else None
+        gc_file = workdir / "gc-stats.json" if cfg.gc_stats else None
         proc, log, user, metrics_port = start_operator(cp, workdir, gc_file)
         stats = ProcStats(proc.pid)
         stats.start()
@@ -634,39 +785,35 @@ def run_one(  # noqa: PLR0917
         names = [f"pg-{i}" for i in range(n)]
         spy = None
         watches: dict[str, Namespace] = {}
-        if profile is not None:
+        if cfg.profile is not None:
             spy_bin = shutil.which("py-spy") or str(Path.home() / ".local/bin/py-spy")
-            out = profile.with_suffix(f".{n}.json")
+            out = cfg.profile.with_suffix(f".{n}.json")
             spy = subprocess.Popen(
-                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "250" if profile_gil else "50",
+                [spy_bin, "record", "--pid", str(proc.pid), "--rate", "250" if cfg.profile_gil else "50",
                  "--format", "speedscope", "-o", str(out), "--nonblocking",
-                 *(["--gil"] if profile_gil else [])],
+                 *(["--gil"] if cfg.profile_gil else [])],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         try:
             # ---- operator phase
             w = watches[OP_NS] = Namespace.watch(api, OP_NS)
             time.sleep(1.0)
-            settled = result["settled"] = {"operator": settle(quiet, settle_max)}
+            settled = result["settled"] = {"operator": settle(cfg.quiet, cfg.settle_max)}
             print(f"  settled: {settled['operator']}", flush=True)
             counted0 = counters(metrics_port)  # the start-up listing is not the Playgrounds' work
             cpu0, wall0 = stats.read()[0], time.time()
-            t0, t_created, retries = create_all(api, [playground(i) for i in range(n)], concurrency)
-            progress = lambda: (  # noqa: E731
-                f"children {sum(1 for x in names if x in w.lws.exists)}/{n}, "
-                f"LWS ready {sum(1 for x in names if x in w.lws.ready)}, "
-                f"Available {sum(1 for x in names if x in w.pl.ready)}"
-            )
-            t_children = wait_for(lambda: w.all_children(names), "every child", timeout, progress)
-            counted_children = counters(metrics_port)
-            if spy is not None and profile_children_only:
-                spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
-                spy.wait(30)
-                spy = None
-            t_lws = wait_for(lambda: w.all_of(w.lws.ready, names), "every LWS ready", timeout, progress)
-            t_avail = wait_for(
-                lambda: w.all_of(w.pl.ready, names), "every Playground Available", timeout, progress
-            )
+            counted_children: dict[str, dict[str, float]] = {}
+
+            def at_children() -> None:
+                nonlocal spy
+                counted_children.update(counters(metrics_port))
+                if spy is not None and cfg.profile_children:
+                    spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
+                    spy.wait(30)
+                    spy = None
+
+            times = operator_pass(api, w, names, cfg, at_children)
+            t0, t_children = times["t0"], times["children"]
             t_conv, wall_conv = time.monotonic(), time.time()
             cpu_conv = stats.cpu_at(t_conv + 1)
             counted = counters(metrics_port)
@@ -674,12 +821,12 @@ def run_one(  # noqa: PLR0917
                 spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
                 spy.wait(30)
             result["operator"] = {
-                "create_s": round(t_created - t0, 2),
-                "create_retries": retries,
+                "create_s": round(times["created"] - t0, 2),
+                "create_retries": times["retries"],
                 "children_s": round(t_children - t0, 2),
                 "isvc_s": round((w.all_of(w.isvc.exists, names) or t0) - t0, 2),
-                "lws_ready_s": round(t_lws - t0, 2),
-                "available_s": round(t_avail - t0, 2),
+                "lws_ready_s": round(times["lws"] - t0, 2),
+                "available_s": round(times["available"] - t0, 2),
                 "reconciles_per_playground": per_playground(counted["reconciles"], n),
                 "reconciles_per_playground_until_children": per_playground(
                     counted_children["reconciles"], n, counted0["reconciles"]
@@ -696,8 +843,8 @@ def run_one(  # noqa: PLR0917
             # ---- idle window
             time.sleep(2.0)  # the last status write's audit entry lands before the window opens
             wall_idle0, t_idle0 = time.time(), time.monotonic()
-            print(f"  idle window: {idle:.0f}s", flush=True)
-            time.sleep(idle)
+            print(f"  idle window: {cfg.idle:.0f}s", flush=True)
+            time.sleep(cfg.idle)
             t_idle1, wall_idle1 = time.monotonic(), time.time()
             rss_idle = stats.rss_between(t_idle0, t_idle1)
             cpu_idle = stats.cpu_at(t_idle1) - stats.cpu_at(t_idle0)
@@ -770,11 +917,15 @@ def run_one(  # noqa: PLR0917
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
             b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
             time.sleep(1.0)
-            settled["bulk"] = settle(quiet, settle_max)
+            settled["bulk"] = settle(cfg.quiet, cfg.settle_max)
             print(f"  settled: {settled['bulk']}", flush=True)
-            bt0, _, bretries = create_all(api, copies, concurrency, apply=bulk_apply)
-            bt_children = wait_for(lambda: b.all_children(names), "every bulk child", timeout)
-            bt_lws = wait_for(lambda: b.all_of(b.lws.ready, names), "every bulk LWS ready", timeout)
+            btimes = bulk_pass(api, b, copies, names, cfg)
+            bt0, bt_children, bt_lws, bretries = (
+                btimes["t0"],
+                btimes["children"],
+                btimes["lws"],
+                btimes["retries"],
+            )
             result["lb_services"] = {
                 "operator": lb_summary(lb_service_writes(cp, OP_NS)),
                 "bulk": lb_summary(lb_service_writes(cp, BULK_NS)),
@@ -786,7 +937,7 @@ def run_one(  # noqa: PLR0917
             }
             result["bulk"] = {
                 "objects": len(copies),
-                "writes": "server-side apply" if bulk_apply else "create",
+                "writes": "server-side apply" if cfg.bulk_apply else "create",
                 "create_retries": bretries,
                 "children_s": round(bt_children - bt0, 2),
                 "lws_ready_s": round(bt_lws - bt0, 2),
@@ -794,6 +945,9 @@ def run_one(  # noqa: PLR0917
             print(f"  bulk: {result['bulk']}", flush=True)
             print(f"  requests per Playground: {result['api']['requests_per_playground']}", flush=True)
             print(f"  status sequences: {json.dumps(result['status_sequences'], indent=1)}", flush=True)
+            b.stop()
+            if cfg.pairs > 1:
+                result["pairs"] = more_pairs(api, names, copies, cfg, stats)
         finally:
             for watch in watches.values():
                 watch.stop()
@@ -813,13 +967,11 @@ def run_one(  # noqa: PLR0917
         result["operator_log_errors"] = sum(
             1 for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line
         )
-        if not keep:  # the operator's log, configuration and ServiceAccount kubeconfig
+        if not cfg.keep:  # the operator's log, configuration and ServiceAccount kubeconfig
             shutil.rmtree(workdir, ignore_errors=True)
-    op, bulk = result["operator"], result["bulk"]
-    result["ratios"] = {
-        "children_vs_bulk": round(op["children_s"] / bulk["children_s"], 2),
-        "available_vs_bulk_lws_ready": round(op["available_s"] / bulk["lws_ready_s"], 2),
-    }
+    result["ratios"] = ratios(result["operator"], result["bulk"])
+    if result.get("pairs"):
+        result["ratios_over_pairs"] = over_pairs(result["ratios"], result["pairs"])
     return result
 
 
@@ -848,6 +1000,13 @@ def _pair(result: dict[str, Any], key: str) -> str:
     return " / ".join(str((lb.get(who) or {}).get(key)) for who in ("operator", "bulk"))
 
 
+def _over_pairs(result: dict[str, Any], key: str) -> str | None:
+    found = (result.get("ratios_over_pairs") or {}).get(key)
+    if not found:
+        return None
+    return f"{found['median']} ({found['min']}-{found['max']}) of {len(found['all'])}"
+
+
 def table(results: list[dict[str, Any]]) -> str:
     rows = [
         ("create N Playgrounds (s)", lambda r: r["operator"]["create_s"]),
@@ -873,10 +1032,18 @@ def table(results: list[dict[str, Any]]) -> str:
                 else None
             ),
         ),
+        (
+            "  over the pairs (--pairs): median (lowest-highest) of how many",
+            lambda r: _over_pairs(r, "children_vs_bulk"),
+        ),
         ("LWS ready: operator (s)", lambda r: r["operator"]["lws_ready_s"]),
         ("LWS ready: bulk client (s)", lambda r: r["bulk"]["lws_ready_s"]),
         ("Playgrounds Available (s)", lambda r: r["operator"]["available_s"]),
         ("  ratio to bulk LWS ready (target <= 1.1)", lambda r: r["ratios"]["available_vs_bulk_lws_ready"]),
+        (
+            "  over the pairs (--pairs): median (lowest-highest) of how many",
+            lambda r: _over_pairs(r, "available_vs_bulk_lws_ready"),
+        ),
         ("load average before the run (1 min)", lambda r: r.get("load_average_before")),
         (
             "machine busy when the phase began: operator / bulk (waited s)",
@@ -995,6 +1162,13 @@ def main(argv: list[str] | None = None) -> int:
         "--settle-max", type=float, default=180.0, help="wait at most this long for --quiet, seconds"
     )
     parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="measure the operator and the bulk client this many times each on the same control plane "
+        "(alternating which goes first) and report each ratio's median over the pairs",
+    )
+    parser.add_argument(
         "--keep",
         action="store_true",
         help="keep each N's work directory (control plane logs, the API server's audit log)",
@@ -1003,24 +1177,25 @@ def main(argv: list[str] | None = None) -> int:
     for n in args.n:
         if n < 1:
             parser.error(f"N must be >= 1, got {n}")
+    if args.pairs < 1:
+        parser.error(f"--pairs must be >= 1, got {args.pairs}")
+    settings = Settings(
+        idle=args.idle,
+        concurrency=args.concurrency,
+        timeout=args.timeout,
+        profile=args.profile,
+        profile_children=args.profile_children,
+        profile_gil=args.profile_gil,
+        gc_stats=args.gc_stats,
+        bulk_apply=args.bulk_apply,
+        keep=args.keep,
+        quiet=args.quiet,
+        settle_max=args.settle_max,
+        pairs=args.pairs,
+    )
     results = []
     for n in args.n:
-        results.append(
-            run_one(
-                n,
-                args.idle,
-                args.concurrency,
-                args.timeout,
-                args.profile,
-                args.profile_children,
-                args.bulk_apply,
-                args.keep,
-                args.profile_gil,
-                args.gc_stats,
-                quiet=args.quiet,
-                settle_max=args.settle_max,
-            )
-        )
+        results.append(run_one(n, settings))
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
             json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
