@@ -18,7 +18,8 @@ import pytest
 from llmaz.operator import engine
 from llmaz.operator.handlers import build_registry, children, playground, pods, service, watched_kinds
 from llmaz.operator.handlers._common import MEMO_KEY
-from llmaz.operator.runtime import Runtime, owner_reference
+from llmaz.operator.kube import ObjectKey
+from llmaz.operator.runtime import Creating, Runtime, owner_reference
 from llmaz.render.plan import Plan
 
 PLAYGROUND = {
@@ -174,6 +175,46 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
     status["metadata"]["resourceVersion"] = "600"
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
     _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
+    assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
+
+
+def _created_before_the_answer(rt: Runtime, owner: dict[str, Any], child: dict[str, Any]) -> dict[str, Any]:
+    """``child`` as the watch brings it while ``owner``'s create of it is still waiting for its
+    answer (:attr:`Runtime.creates`)."""
+    desired, digest = engine.desired_child(child, owner_reference(owner))
+    rt.creates[ObjectKey.of(desired)] = Creating(digest)
+    live = copy.deepcopy(desired)
+    live["metadata"].update(resourceVersion="40", uid="child-uid")
+    return live
+
+
+def test_a_create_coming_back_before_its_answer_reconciles_nobody(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    desired = copy.deepcopy(SERVICE)
+    desired["metadata"].pop("uid")
+    desired["metadata"].pop("resourceVersion")
+    _deliver(
+        rt, "register.<locals>.service_event", "ADDED", _created_before_the_answer(rt, PLAYGROUND, desired)
+    )
+    _child_handler(rt)("ADDED", _created_before_the_answer(rt, SERVICE, LWS))
+    assert queued == []  # the answers queue the inference Service; nothing else has changed
+
+
+def test_an_object_of_a_name_being_created_that_is_not_our_render_reconciles_its_owner(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    live = _created_before_the_answer(rt, SERVICE, LWS)
+    live["metadata"]["annotations"]["llmaz.io/render-hash"] = "0123456789abcdef"  # someone else's
+    _child_handler(rt)("ADDED", live)
+    assert queued == [("Service", "ns", "chat")]
+
+    service = copy.deepcopy(SERVICE)
+    service["metadata"].pop("uid")
+    service["metadata"].pop("resourceVersion")
+    theirs = _created_before_the_answer(rt, PLAYGROUND, service)
+    del theirs["metadata"]["annotations"]  # e.g. written by hand
+    _deliver(rt, "register.<locals>.service_event", "ADDED", theirs)
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 

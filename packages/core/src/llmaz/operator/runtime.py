@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from llmaz.api import Service as InferenceService
+from llmaz.api.conventions import ANNOTATION_RENDER_HASH
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.kube import Kube, ObjectKey
 from llmaz.operator.metrics import Metrics
@@ -528,6 +529,19 @@ class Runtime:
         and reconciles as any other."""
         cached = self.applied.get(ObjectKey.of(body))
         return cached is not None and cached[1] == resource_version(body)
+
+    def own_create(self, body: Mapping[str, Any]) -> bool:
+        """``body`` is a child we are creating, as we rendered it (its render hash is that of the
+        create in flight), brought by the watch before the create's answer, so :meth:`own_echo`
+        cannot know it yet. The owner's reconcile that started the create has nothing to add, and
+        the answer queues what comes next (an inference Service's own reconcile). At N = 100 half
+        of the inference Services came back this way, and each reconciled its Playground again,
+        render included, while children were being created (issue 15). A deletion is never one."""
+        creating = self.creates.get(ObjectKey.of(body))
+        if creating is None:
+            return False
+        rendered = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RENDER_HASH)
+        return bool(rendered) and creating.digest.startswith(str(rendered))
 
     @property
     def creating(self) -> int:

@@ -77,8 +77,8 @@ def _handler(rt: Runtime) -> Callable[[str | None, Mapping[str, Any]], None]:
             return
         if kind == "DELETED":
             rt.forget_child(ObjectKey.of(body))
-        elif rt.own_echo(body):
-            return  # our own apply coming back: the owner applied it and has nothing to repair
+        elif rt.own_echo(body) or rt.own_create(body):
+            return  # our own write coming back: the owner made it and has nothing to repair
         owner = _owner(body)
         if owner is not None:
             namespace = (body.get("metadata") or {}).get("namespace") or ""
