@@ -116,11 +116,16 @@ def test_a_child_nobody_here_applied_reconciles_its_owner(
     assert queued == [("Service", "ns", "chat")]
 
 
-def _service_applied_by_playground(rt: Runtime, apply_children: Callable[..., None]) -> dict[str, Any]:
+def _service_as_rendered() -> dict[str, Any]:
+    """The Playground's inference Service as its render has it (no uid, no resourceVersion)."""
     desired = copy.deepcopy(SERVICE)
     desired["metadata"].pop("uid")
     desired["metadata"].pop("resourceVersion")
-    return _applied(rt, apply_children, PLAYGROUND, desired)
+    return desired
+
+
+def _service_applied_by_playground(rt: Runtime, apply_children: Callable[..., None]) -> dict[str, Any]:
+    return _applied(rt, apply_children, PLAYGROUND, _service_as_rendered())
 
 
 def test_a_service_its_playground_applied_is_queued_first_with_the_apply_answer(
@@ -191,12 +196,8 @@ def _created_before_the_answer(rt: Runtime, owner: dict[str, Any], child: dict[s
 def test_a_create_coming_back_before_its_answer_reconciles_nobody(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
-    desired = copy.deepcopy(SERVICE)
-    desired["metadata"].pop("uid")
-    desired["metadata"].pop("resourceVersion")
-    _deliver(
-        rt, "register.<locals>.service_event", "ADDED", _created_before_the_answer(rt, PLAYGROUND, desired)
-    )
+    ours = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
+    _deliver(rt, "register.<locals>.service_event", "ADDED", ours)
     _child_handler(rt)("ADDED", _created_before_the_answer(rt, SERVICE, LWS))
     assert queued == []  # the answers queue the inference Service; nothing else has changed
 
@@ -209,10 +210,7 @@ def test_an_object_of_a_name_being_created_that_is_not_our_render_reconciles_its
     _child_handler(rt)("ADDED", live)
     assert queued == [("Service", "ns", "chat")]
 
-    service = copy.deepcopy(SERVICE)
-    service["metadata"].pop("uid")
-    service["metadata"].pop("resourceVersion")
-    theirs = _created_before_the_answer(rt, PLAYGROUND, service)
+    theirs = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
     del theirs["metadata"]["annotations"]  # e.g. written by hand
     _deliver(rt, "register.<locals>.service_event", "ADDED", theirs)
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
