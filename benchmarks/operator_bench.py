@@ -42,7 +42,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -1226,20 +1226,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"N must be >= 1, got {n}")
     if args.pairs < 1:
         parser.error(f"--pairs must be >= 1, got {args.pairs}")
-    settings = Settings(
-        idle=args.idle,
-        concurrency=args.concurrency,
-        timeout=args.timeout,
-        profile=args.profile,
-        profile_children=args.profile_children,
-        profile_gil=args.profile_gil,
-        gc_stats=args.gc_stats,
-        bulk_apply=args.bulk_apply,
-        keep=args.keep,
-        quiet=args.quiet,
-        settle_max=args.settle_max,
-        pairs=args.pairs,
-    )
+    settings = Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})  # same names
     results = []
     for n in args.n:
         results.append(run_one(n, settings))
