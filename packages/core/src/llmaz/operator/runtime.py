@@ -521,23 +521,20 @@ class Runtime:
         return lock
 
     def own_echo(self, body: Mapping[str, Any]) -> bool:
-        """``body`` is the object exactly as our last apply of it left it (the watch bringing our
-        own write back): its owner's reconcile that made the write found nothing else to do, and
-        would find the same again. Children and a Playground's inference Service arrive this way
-        right after being created; reconciling their owner for it was two of every five reconciles
-        while converging (issue 15). An event that overtakes the apply's answer is not recognised,
-        and reconciles as any other."""
-        cached = self.applied.get(ObjectKey.of(body))
-        return cached is not None and cached[1] == resource_version(body)
-
-    def own_create(self, body: Mapping[str, Any]) -> bool:
-        """``body`` is a child we are creating, as we rendered it (its render hash is that of the
-        create in flight), brought by the watch before the create's answer, so :meth:`own_echo`
-        cannot know it yet. The owner's reconcile that started the create has nothing to add, and
-        the answer queues what comes next (an inference Service's own reconcile). At N = 100 half
-        of the inference Services came back this way, and each reconciled its Playground again,
-        render included, while children were being created (issue 15). A deletion is never one."""
-        creating = self.creates.get(ObjectKey.of(body))
+        """``body`` (not a deletion) is our own write coming back through the watch: its owner's
+        reconcile that made the write found nothing else to do, and would find the same again.
+        Children and a Playground's inference Service arrive this way right after being created;
+        reconciling their owner for it was two of every five reconciles while converging (issue 15).
+        Either the object exactly as our last apply's answer left it, or, before that answer, a
+        child whose create is in flight carrying the render hash being created (the answer queues
+        what comes next, e.g. an inference Service's own reconcile): at N = 100 half of the
+        inference Services came back before their answer, and each reconciled its Playground
+        again, render included. Any other version reconciles as always."""
+        key = ObjectKey.of(body)
+        cached = self.applied.get(key)
+        if cached is not None and cached[1] == resource_version(body):
+            return True
+        creating = self.creates.get(key)
         if creating is None:
             return False
         rendered = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RENDER_HASH)

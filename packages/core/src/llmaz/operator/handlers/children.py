@@ -77,7 +77,7 @@ def _handler(rt: Runtime) -> Callable[[str | None, Mapping[str, Any]], None]:
             return
         if kind == "DELETED":
             rt.forget_child(ObjectKey.of(body))
-        elif rt.own_echo(body) or rt.own_create(body):
+        elif rt.own_echo(body):
             return  # our own write coming back: the owner made it and has nothing to repair
         owner = _owner(body)
         if owner is not None:

@@ -60,7 +60,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         refs = set() if kind == "DELETED" else set(references(body.get("spec") or {}))
         track_references(rt, uid, refs)
         key = ("Service", body.metadata.namespace or "", body.metadata.name or "")
-        echo = kind not in (None, "DELETED") and (rt.own_echo(body) or rt.own_create(body))
+        echo = kind not in (None, "DELETED") and rt.own_echo(body)
         status_echo = kind is not None and rt.own_status_echo(body)
         if kind == "DELETED":
             rt.forget(uid)
