@@ -259,3 +259,59 @@ def test_a_deleted_childs_owner_is_checked_before_it_is_reconciled(
     assert lookup.asked == [("inference.llmaz.io/v1alpha1", "Service", "ns", "c")]  # once
     assert reconciled == (["svc-c", "svc-c"] if exists else [])
     assert ("svc-c" in rt.gone) is not exists
+
+
+class NoServiceThenOne:
+    """kopf's index: no Service ``ns/c`` (deleted with its owner), then a new one of that name."""
+
+    def __init__(self) -> None:
+        self.current: dict[str, Any] | None = None
+
+    def service(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.current) if (namespace, name) == ("ns", "c") else None
+
+
+def test_a_new_object_under_the_name_of_a_deleted_one_is_reconciled_without_a_check(
+    make_runtime: Callable[[Any], Runtime], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check a child's deletion asks for is for the owner of that child: when that owner is
+    gone already, it ends with it. A Service created again under the same name (``kubectl delete``,
+    then ``apply``) is reconciled at once, with no GET in front, and nothing of the old name is kept."""
+    lookup = OwnerLookup(None)
+    rt = make_runtime(lookup)
+    index = NoServiceThenOne()
+    rt.indexes = index  # type: ignore[assignment]
+    reconciled: list[str] = []
+
+    async def record(_rt: Runtime, _idx: Any, snap: dict[str, Any]) -> None:
+        reconciled.append(snap["metadata"]["uid"])
+
+    monkeypatch.setattr(engine, "reconcile", record)
+
+    async def scenario() -> None:
+        engine.enqueue(rt, "Service", "ns", "c", verify=True)  # its LWS deleted by the collector
+        await asyncio.gather(*list(rt.tasks))
+        index.current = {**STALE_SERVICE, "metadata": {**STALE_SERVICE["metadata"], "uid": "svc-new"}}
+        engine.enqueue(rt, "Service", "ns", "c")  # the new one's ADDED event
+        await asyncio.gather(*list(rt.tasks))
+
+    asyncio.run(scenario())
+    assert lookup.asked == []
+    assert reconciled == ["svc-new"]
+    assert not rt.queue.verify
+
+
+def test_an_owner_found_gone_is_forgotten_once_its_deletion_arrives(
+    make_runtime: Callable[[Any], Runtime],
+) -> None:
+    rt = make_runtime(OwnerLookup(None))
+    rt.indexes = OneService()  # type: ignore[assignment]
+
+    async def scenario() -> None:
+        engine.enqueue(rt, "Service", "ns", "c", verify=True)
+        await asyncio.gather(*list(rt.tasks))
+
+    asyncio.run(scenario())
+    assert "svc-c" in rt.gone  # never reconciled again while the index still holds it
+    rt.forget("svc-c")  # its DELETED event
+    assert "svc-c" not in rt.gone

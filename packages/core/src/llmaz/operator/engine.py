@@ -896,10 +896,15 @@ async def reconcile_named(rt: Runtime, kind: str, namespace: str, name: str) -> 
     fresh = rt.fresh.pop((kind, namespace, name), None)
     if fresh is not None and resource_version(fresh) > resource_version(snap):
         snap = fresh
+    # the check is for the object this reconcile finds, whatever it finds: a flag left behind by
+    # an owner that was gone already made a new object of the same name wait for a GET in its
+    # first reconcile (at N = 100, 200 GETs in the critical path of every Playground created
+    # again under an earlier name), and kept the name in memory for good
+    verify = (kind, namespace, name) in rt.queue.verify
+    rt.queue.verify.discard((kind, namespace, name))
     if snap is None or uid_of(snap) in rt.gone:
         return
-    if (kind, namespace, name) in rt.queue.verify:
-        rt.queue.verify.discard((kind, namespace, name))
+    if verify:
         snap = await _still_there(rt, snap)
         if snap is None:
             return

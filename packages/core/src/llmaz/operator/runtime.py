@@ -557,6 +557,7 @@ class Runtime:
 
     def forget(self, uid: str) -> None:
         """Drop what is kept for a deleted owner."""
+        self.gone.discard(uid)  # its deletion has reached the indexes: it is not found any more
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
         self.references.pop(uid, None)
