@@ -270,6 +270,74 @@ def test_a_services_own_status_write_coming_back_reconciles_only_its_playground(
 BOTH_OWNERS = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
+def _echo_before_the_answer(
+    rt: Runtime,
+    handler_id: str,
+    owner: dict[str, Any],
+    changed: Callable[[dict[str, Any]], None] = lambda _live: None,
+) -> None:
+    """Write ``PENDING`` as ``owner``'s status through the engine, the stand-in API server's watch
+    delivering the object that holds it to the operator's event handler before the patch's
+    answer; ``changed`` edits that object first, as a concurrent write by someone else."""
+    answer = rt.kube.patch_status_async
+    handler = _handler(handler_id)
+
+    async def echo_first(*args: Any) -> dict[str, Any]:
+        live = copy.deepcopy(owner)
+        live["metadata"]["resourceVersion"] = str(rt.kube.version + 1)  # type: ignore[attr-defined]
+        live["status"] = copy.deepcopy(args[-1])
+        changed(live)
+        memo = kopf.Memo()
+        memo[MEMO_KEY] = rt
+        group, _, version = str(live["apiVersion"]).rpartition("/")
+        resource = kopf.Resource(group, version, str(live["kind"]).lower() + "s")
+        event = {"type": "MODIFIED", "object": live}
+        await handler(event=event, body=kopf.Body(live), memo=memo, resource=resource)
+        return await answer(*args)
+
+    rt.kube.patch_status_async = echo_first  # type: ignore[method-assign]
+    assert asyncio.run(engine.patch_status_once(rt, owner, copy.deepcopy(PENDING)))
+    assert not rt.status_writes  # nothing is kept of a write once it is answered
+
+
+PLAYGROUND_EVENT = "register.<locals>.playground_event"
+
+
+def test_our_status_write_coming_back_before_its_answer_does_not_reconcile_the_playground(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    _echo_before_the_answer(rt, PLAYGROUND_EVENT, PLAYGROUND)
+    assert queued == []
+
+
+@pytest.mark.parametrize(
+    "someone_else",
+    [
+        lambda live: live["metadata"].update(labels={"team": "a"}),
+        lambda live: live["metadata"].update(generation=2),
+        lambda live: live["metadata"].update(deletionTimestamp="2026-11-27T00:00:00Z"),
+        lambda live: live["status"]["conditions"][0].update(reason="Failed"),
+    ],
+    ids=["labels", "spec", "deletion", "status"],
+)
+def test_a_write_by_someone_else_while_our_status_write_waits_reconciles_the_playground(
+    rt: Runtime,
+    queued: list[tuple[str, str, str]],
+    someone_else: Callable[[dict[str, Any]], None],
+) -> None:
+    _echo_before_the_answer(rt, PLAYGROUND_EVENT, PLAYGROUND, someone_else)
+    assert queued == [("Playground", "ns", "chat")]
+
+
+def test_a_services_status_write_coming_back_before_its_answer_reconciles_only_its_playground(
+    rt: Runtime, queued: list[tuple[str, str, str]]
+) -> None:
+    owned = copy.deepcopy(SERVICE)
+    owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
+    _echo_before_the_answer(rt, "register.<locals>.service_event", owned)
+    assert queued == [("Playground", "ns", "chat")]
+
+
 @pytest.fixture
 def pod_events(
     rt: Runtime, monkeypatch: pytest.MonkeyPatch

@@ -30,12 +30,14 @@ from llmaz.operator.runtime import (
     Settled,
     Settling,
     Snapshot,
+    StatusWrite,
     child_id,
     controller_uid,
     entry_key,
     owner_reference,
     parsed_entries,
     plain,
+    reconcile_inputs,
     resource_version,
     settled_state,
     uid_of,
@@ -387,10 +389,14 @@ async def patch_status_once(rt: Runtime, owner: Snapshot, desired: dict[str, Any
     if cached is not None and cached[0] == digest and resource_version(owner) < cached[1]:
         return False
     meta = owner["metadata"]
-    answer = await rt.kube.patch_status_async(
-        owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], desired
-    )
-    rt.statuses[uid] = (digest, resource_version(answer))
+    rt.status_writes[uid] = StatusWrite(desired, reconcile_inputs(owner))
+    try:
+        answer = await rt.kube.patch_status_async(
+            owner["apiVersion"], owner["kind"], meta.get("namespace"), meta["name"], desired
+        )
+        rt.statuses[uid] = (digest, resource_version(answer))
+    finally:
+        rt.status_writes.pop(uid, None)
     return True
 
 
