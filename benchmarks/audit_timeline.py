@@ -1,0 +1,130 @@
+"""Analysis (not a test): each pass of an operator benchmark run, from its API server audit log.
+
+``operator_bench.py --keep`` keeps the control plane's work directory; this reads its audit log and,
+for every pass (an operator pass starts with the first Playground created in ``bench-op``, a bulk
+pass with the first child created in ``bench-bulk``, each after the namespace was emptied), prints
+when the creates of each child kind completed, counted from that first create, with the API
+server's time per create, and the operator's requests in the pass's window by verb and resource.
+Comparing a fast pair with a slow one of the same run shows where the time went (issue 15).
+
+Run: ``.venv/bin/python benchmarks/audit_timeline.py /tmp/llmaz-opbench-100-XXXX [--window 10]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from operator_bench import BULK_NS, OP_NS, SA, SA_NS
+
+OPERATOR = f"system:serviceaccount:{SA_NS}:{SA}"
+CHILDREN = ("services.inference.llmaz.io", "leaderworkersets.leaderworkerset.x-k8s.io", "services -lb")
+
+
+@dataclass(frozen=True)
+class Request:
+    start: float
+    end: float
+    verb: str
+    kind: str
+    """``resource.group`` (``services -lb`` for a ``-lb`` Service), ``/subresource`` appended."""
+    namespace: str
+    user: str
+    code: int
+
+
+def _seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def read(workdir: Path) -> list[Request]:
+    """Every completed request of the audit log(s) under ``workdir/cp/logs``, oldest first."""
+    out = []
+    logs = sorted((workdir / "cp" / "logs").glob("audit*.log"), key=lambda p: p.stat().st_mtime)
+    for path in logs:
+        with path.open() as lines:
+            for line in lines:
+                entry = json.loads(line)
+                if entry.get("stage") != "ResponseComplete":
+                    continue
+                ref = entry.get("objectRef") or {}
+                kind = ref.get("resource", "") + (f".{ref['apiGroup']}" if ref.get("apiGroup") else "")
+                if kind == "services" and str(ref.get("name", "")).endswith("-lb"):
+                    kind = "services -lb"
+                if ref.get("subresource"):
+                    kind += "/" + ref["subresource"]
+                out.append(
+                    Request(
+                        _seconds(entry["requestReceivedTimestamp"]),
+                        _seconds(entry["stageTimestamp"]),
+                        entry["verb"],
+                        kind,
+                        ref.get("namespace", ""),
+                        (entry.get("user") or {}).get("username", ""),
+                        int((entry.get("responseStatus") or {}).get("code", 0)),
+                    )
+                )
+    return sorted(out, key=lambda r: r.start)
+
+
+def passes(requests: list[Request]) -> list[tuple[float, str]]:
+    """``(first create, namespace)`` of every pass, in time order."""
+    found = []
+    for namespace, first in ((OP_NS, ("playgrounds.inference.llmaz.io",)), (BULK_NS, CHILDREN)):
+        open_ = False
+        for r in requests:
+            if r.namespace != namespace:
+                continue
+            if r.verb == "deletecollection":
+                open_ = False
+            elif not open_ and r.verb == "create" and r.kind in first and r.code in (200, 201):
+                open_ = True
+                found.append((r.start, namespace))
+    return sorted(found)
+
+
+def report(requests: list[Request], t0: float, namespace: str, window: float) -> str:
+    creates: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for r in requests:
+        ours = r.namespace == namespace and t0 <= r.start <= t0 + window
+        if ours and r.verb == "create" and r.code in (200, 201) and "/" not in r.kind:
+            creates[r.kind].append((r.end - t0, (r.end - r.start) * 1000))
+    done = max((max(t for t, _ in creates[k]) for k in CHILDREN if creates[k]), default=0.0)
+    lines = [
+        f"{namespace} pass at {datetime.fromtimestamp(t0, UTC):%H:%M:%S}: every child after {done:.2f} s"
+    ]
+    for kind in (*CHILDREN, "playgrounds.inference.llmaz.io"):
+        done_at = sorted(creates.get(kind, []))
+        if not done_at:
+            continue
+        n = len(done_at)
+        ms = sorted(m for _, m in done_at)
+        lines.append(
+            f"  {kind:43s} {n:4d}: first {done_at[0][0]:5.2f}  half {done_at[n // 2][0]:5.2f}  "
+            f"last {done_at[-1][0]:5.2f} s; server ms p50 {ms[n // 2]:.0f}, p90 {ms[(9 * n) // 10 - 1]:.0f}"
+        )
+    ops = Counter(f"{r.verb} {r.kind}" for r in requests if r.user == OPERATOR and t0 <= r.start <= t0 + done)
+    lines.append("  operator's requests until then: " + ", ".join(f"{k} {v}" for k, v in ops.most_common()))
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("workdir", type=Path, help="a work directory operator_bench.py --keep kept")
+    parser.add_argument(
+        "--window", type=float, default=60.0, help="seconds after a pass's first create to look at"
+    )
+    args = parser.parse_args()
+    requests = read(args.workdir)
+    for t0, namespace in passes(requests):
+        print(report(requests, t0, namespace, args.window))
+
+
+if __name__ == "__main__":
+    main()
