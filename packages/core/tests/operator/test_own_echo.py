@@ -67,13 +67,18 @@ def _child_handler(rt: Runtime) -> Any:
     return next(k.handler for k in watched_kinds(rt) if k.kind == "LeaderWorkerSet")
 
 
-def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
-    fn = _handler(handler_id)
+async def _event(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
+    """Call the kopf handler ``handler_id`` with a ``kind`` event of ``body``, as kopf calls it."""
     memo = kopf.Memo()
     memo[MEMO_KEY] = rt
     group, _, version = str(body["apiVersion"]).rpartition("/")
     resource = kopf.Resource(group, version, str(body["kind"]).lower() + "s")  # as kopf passes it
-    asyncio.run(fn(event={"type": kind, "object": body}, body=kopf.Body(body), memo=memo, resource=resource))
+    event = {"type": kind, "object": body}
+    await _handler(handler_id)(event=event, body=kopf.Body(body), memo=memo, resource=resource)
+
+
+def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
+    asyncio.run(_event(rt, handler_id, kind, body))
 
 
 def _applied(
@@ -280,19 +285,13 @@ def _echo_before_the_answer(
     delivering the object that holds it to the operator's event handler before the patch's
     answer; ``changed`` edits that object first, as a concurrent write by someone else."""
     answer = rt.kube.patch_status_async
-    handler = _handler(handler_id)
 
     async def echo_first(*args: Any) -> dict[str, Any]:
         live = copy.deepcopy(owner)
         live["metadata"]["resourceVersion"] = str(rt.kube.version + 1)  # type: ignore[attr-defined]
         live["status"] = copy.deepcopy(args[-1])
         changed(live)
-        memo = kopf.Memo()
-        memo[MEMO_KEY] = rt
-        group, _, version = str(live["apiVersion"]).rpartition("/")
-        resource = kopf.Resource(group, version, str(live["kind"]).lower() + "s")
-        event = {"type": "MODIFIED", "object": live}
-        await handler(event=event, body=kopf.Body(live), memo=memo, resource=resource)
+        await _event(rt, handler_id, "MODIFIED", live)
         return await answer(*args)
 
     rt.kube.patch_status_async = echo_first  # type: ignore[method-assign]
