@@ -57,6 +57,10 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return calls
 
 
+PLAYGROUND_EVENT = "register.<locals>.playground_event"
+SERVICE_EVENT = "register.<locals>.service_event"
+
+
 def _handler(handler_id: str) -> Any:
     registry = build_registry()
     return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
@@ -174,17 +178,17 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
 ) -> None:
     rt.queue.workers = rt.config.workers
     live = _service_applied_by_playground(rt, apply_children)
-    _deliver(rt, "register.<locals>.service_event", "ADDED", live)
+    _deliver(rt, SERVICE_EVENT, "ADDED", live)
     assert queued == [("Service", "ns", "chat")]  # its reconcile from the answer has not run yet
 
     rt.fresh.clear()  # as that reconcile does
-    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
+    _deliver(rt, SERVICE_EVENT, "MODIFIED", live)
     assert queued == [("Service", "ns", "chat")]
 
     status = copy.deepcopy(live)
     status["metadata"]["resourceVersion"] = "600"
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
-    _deliver(rt, "register.<locals>.service_event", "MODIFIED", status)  # its own status write
+    _deliver(rt, SERVICE_EVENT, "MODIFIED", status)  # its own status write
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
@@ -202,7 +206,7 @@ def test_a_create_coming_back_before_its_answer_reconciles_nobody(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     ours = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
-    _deliver(rt, "register.<locals>.service_event", "ADDED", ours)
+    _deliver(rt, SERVICE_EVENT, "ADDED", ours)
     _child_handler(rt)("ADDED", _created_before_the_answer(rt, SERVICE, LWS))
     assert queued == []  # the answers queue the inference Service; nothing else has changed
 
@@ -217,7 +221,7 @@ def test_an_object_of_a_name_being_created_that_is_not_our_render_reconciles_its
 
     theirs = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
     del theirs["metadata"]["annotations"]  # e.g. written by hand
-    _deliver(rt, "register.<locals>.service_event", "ADDED", theirs)
+    _deliver(rt, SERVICE_EVENT, "ADDED", theirs)
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
@@ -234,6 +238,13 @@ PENDING = {
 }
 
 
+def _playgrounds_service() -> dict[str, Any]:
+    """``SERVICE`` as the Playground's child (its controller owner reference)."""
+    owned = copy.deepcopy(SERVICE)
+    owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
+    return owned
+
+
 def _status_written(rt: Runtime, owner: dict[str, Any]) -> dict[str, Any]:
     """Write ``PENDING`` as ``owner``'s status through the engine; the object as the watch brings it."""
     assert asyncio.run(engine.patch_status_once(rt, owner, copy.deepcopy(PENDING)))
@@ -247,28 +258,26 @@ def test_our_own_status_write_coming_back_does_not_reconcile_the_playground_agai
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     live = _status_written(rt, PLAYGROUND)
-    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", live)
+    _deliver(rt, PLAYGROUND_EVENT, "MODIFIED", live)
     assert queued == []
 
     edited = copy.deepcopy(live)
     edited["metadata"]["resourceVersion"] = "900"  # anyone else's write after ours
     edited["metadata"]["labels"] = {"team": "a"}
-    _deliver(rt, "register.<locals>.playground_event", "MODIFIED", edited)
+    _deliver(rt, PLAYGROUND_EVENT, "MODIFIED", edited)
     assert queued == [("Playground", "ns", "chat")]
 
 
 def test_a_services_own_status_write_coming_back_reconciles_only_its_playground(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
-    owned = copy.deepcopy(SERVICE)
-    owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
-    live = _status_written(rt, owned)
-    _deliver(rt, "register.<locals>.service_event", "MODIFIED", live)
+    live = _status_written(rt, _playgrounds_service())
+    _deliver(rt, SERVICE_EVENT, "MODIFIED", live)
     assert queued == [("Playground", "ns", "chat")]  # it shows the Service's status
 
     other = copy.deepcopy(live)
     other["metadata"]["resourceVersion"] = "900"  # someone else's write: the Service reconciles too
-    _deliver(rt, "register.<locals>.service_event", "MODIFIED", other)
+    _deliver(rt, SERVICE_EVENT, "MODIFIED", other)
     assert queued[1:] == BOTH_OWNERS
 
 
@@ -297,9 +306,6 @@ def _echo_before_the_answer(
     rt.kube.patch_status_async = echo_first  # type: ignore[method-assign]
     assert asyncio.run(engine.patch_status_once(rt, owner, copy.deepcopy(PENDING)))
     assert not rt.status_writes  # nothing is kept of a write once it is answered
-
-
-PLAYGROUND_EVENT = "register.<locals>.playground_event"
 
 
 def test_our_status_write_coming_back_before_its_answer_does_not_reconcile_the_playground(
@@ -331,9 +337,7 @@ def test_a_write_by_someone_else_while_our_status_write_waits_reconciles_the_pla
 def test_a_services_status_write_coming_back_before_its_answer_reconciles_only_its_playground(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
-    owned = copy.deepcopy(SERVICE)
-    owned["metadata"]["ownerReferences"] = [owner_reference(PLAYGROUND)]
-    _echo_before_the_answer(rt, "register.<locals>.service_event", owned)
+    _echo_before_the_answer(rt, SERVICE_EVENT, _playgrounds_service())
     assert queued == [("Playground", "ns", "chat")]
 
 
