@@ -577,10 +577,10 @@ class Runtime:
         (flavor fallback included), so reconciling it again finds nothing to do: at N = 300 those
         reconciles were a third of all (issue 15). Either the version our last patch's answer
         named, or, while the patch waits for its answer, an object holding the status being written
-        and what the writing reconcile read of it (:func:`reconcile_inputs`): at N = 100 four in
-        ten Playgrounds' status writes came back before their answer and reconciled the Playground
-        again. Anyone else's write since has another resourceVersion, or other content, and
-        reconciles as always."""
+        and what the writing reconcile read of it (:func:`reconcile_inputs`): an inference Service's
+        status coming back before its answer reconciled that Service again (at N = 100, 2.22
+        inference Service reconciles per Playground to converge before, 2.00 after). Anyone else's
+        write since has another resourceVersion, or other content, and reconciles as always."""
         uid = uid_of(body)
         cached = self.statuses.get(uid)
         if cached is not None and cached[1] == resource_version(body):
