@@ -318,14 +318,12 @@ async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
 
 
 def render_inputs(snap: Snapshot, idx: Indexes, *more: Any) -> tuple[Any, ...]:
-    """What a reconcile renders ``snap``'s children from, as a comparable value: its generation
-    (every spec change), labels and annotations, every OpenModel's uid and resourceVersion (read
-    without unpickling), and ``more``. The operator's configuration and plugins are fixed for the
-    life of the process."""
-    meta = snap["metadata"]
+    """What a reconcile renders ``snap``'s children from, as a comparable value: what it reads of
+    ``snap`` itself (:func:`~llmaz.operator.runtime.reconcile_inputs`), every OpenModel's uid and
+    resourceVersion (read without unpickling), and ``more``. The operator's configuration and
+    plugins are fixed for the life of the process."""
     return (
-        meta.get("generation"),
-        json.dumps([meta.get("labels"), meta.get("annotations")], sort_keys=True),
+        *reconcile_inputs(snap),
         tuple(sorted(entry_key(e) for e in idx.model_entries())),
         *more,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 import pickle
 import zlib
@@ -441,12 +442,12 @@ class Creating:
 
 def reconcile_inputs(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a reconcile of a Playground or inference Service reads of the object itself, status
-    aside: its generation (every spec change), labels, annotations and deletion."""
+    aside, as a comparable value: its generation (every spec change), labels and annotations (in
+    any key order) and deletion."""
     meta = obj.get("metadata") or {}
     return (
         meta.get("generation"),
-        dict(meta.get("labels") or {}),
-        dict(meta.get("annotations") or {}),
+        json.dumps([meta.get("labels"), meta.get("annotations")], sort_keys=True),
         meta.get("deletionTimestamp"),
     )
 
