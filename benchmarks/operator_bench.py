@@ -9,7 +9,8 @@ scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller) and
    the API server admits them; time from the first create to every child (inference Service,
    LeaderWorkerSet, Service ``<name>-lb``) existing, every LWS ready, every Playground ``Available``;
 2. **idle**: writes the operator makes during an idle window after convergence (``--idle``);
-3. **repair**: one LeaderWorkerSet deleted; time until it exists again and until it is ready;
+3. **repair**: once the StatefulSets are quiet, one LeaderWorkerSet deleted; time until it exists
+   again and until it is ready;
 4. **bulk**: the SAME child objects (read back from the operator's namespace, owner references
    dropped) written into another namespace by a plain client with ``--concurrency`` parallel
    requests, timed the same way (LWS ready is the LWS controller + scheduler + KWOK: the physical
