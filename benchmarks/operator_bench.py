@@ -346,7 +346,7 @@ def wait_statefulsets_quiet(api: Http, ns: str, quiet: float = 3.0, longest: flo
         while True:
             time.sleep(0.2)
             now = time.monotonic()
-            if (seen.last and now - seen.last >= quiet) or now - start >= longest:
+            if now - (seen.last or start) >= quiet or now - start >= longest:  # (no StatefulSet: quiet)
                 return round(max(0.0, now - start - quiet), 1)
     finally:
         watch.stopped.set()
