@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import trustme
 import urllib3
@@ -177,9 +178,12 @@ def test_an_exec_plugin_that_gives_a_client_certificate_runs_once(tmp_path: Path
     }
     cfg = kubeconfig(tmp_path / "config", "x", {"x": {"server": "https://x"}}, {"x": {"exec": spec}})
     conn = load(cfg)
-    assert conn.cert_file is not None
-    assert conn.key_file is not None
-    assert (Path(conn.cert_file).read_text(), Path(conn.key_file).read_text()) == ("C", "K")
+    cert_file, key_file = conn.client_certificate()
+    assert cert_file is not None
+    assert key_file is not None
+    assert (Path(cert_file).read_text(), Path(key_file).read_text()) == ("C", "K")
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    assert conn.kopf_credentials()["certificate_path"] == cert_file
     assert conn.auth_headers() == {}
     assert conn.auth_headers() == {}
     assert count.read_text() == "1"  # no token is not a reason to run it for every request
@@ -200,13 +204,16 @@ def test_a_failing_exec_plugin_is_reported_at_start_with_its_message(tmp_path: P
 @pytest.fixture
 def https_server(tmp_path: Path) -> Iterator[tuple[str, trustme.CA, list[dict[str, str]]]]:
     """A local HTTPS server (certificate from a trustme CA, for 127.0.0.1) that requires a client
-    certificate from the same CA and answers every request with the headers it got."""
+    certificate from the same CA and answers every request with the headers it got; what it saw of
+    each request also holds the client certificate's common name (``Client-CN``)."""
     ca = trustme.CA()
     seen: list[dict[str, str]] = []
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            seen.append(dict(self.headers))
+            peer = self.connection.getpeercert() or {}  # type: ignore[attr-defined]
+            names = [v for rdn in peer.get("subject", ()) for k, v in rdn if k == "commonName"]
+            seen.append({**dict(self.headers), "Client-CN": ",".join(names)})
             body = json.dumps({"kind": "Status", "path": self.path}).encode()
             self.send_response(200 if self.path.startswith("/ok") else 403)
             self.send_header("Content-Type", "application/json")
@@ -407,3 +414,87 @@ def test_a_pooled_connection_the_server_closed_is_tried_once_more_on_a_new_one()
         server.server_close()
     assert len(served) == 3
     assert len(set(served)) == 3  # each write after the first on a new connection
+
+
+ROTATING_PLUGIN = """\
+import json, sys
+from pathlib import Path
+count, given = Path(sys.argv[1]), json.loads(Path(sys.argv[2]).read_text())
+runs = int(count.read_text()) + 1 if count.exists() else 1
+count.write_text(str(runs))
+print(json.dumps({"kind": "ExecCredential", "status": given[min(runs, len(given)) - 1]}))
+"""
+
+
+def test_a_client_certificate_from_an_exec_plugin_is_renewed_before_it_expires(
+    tmp_path: Path, https_server: tuple[str, trustme.CA, list[dict[str, str]]]
+) -> None:
+    """An exec plugin that hands out short-lived client certificates (no token): near each one's
+    ``expirationTimestamp`` it is run again, and from then on both transports connect with the new
+    certificate, the event loop's old session is closed, kopf's next login gets the new files, and
+    only the previous pair of key files stays on disk."""
+    url, ca, seen = https_server
+    given = []
+    for name, expires in (
+        ("first", "2099-01-01T00:00:00Z"),
+        ("second", "2099-01-01T00:00:00Z"),
+        ("third", None),
+    ):
+        leaf = ca.issue_cert(f"{name}.llmaz.example", common_name=name)
+        status = {
+            "clientCertificateData": leaf.cert_chain_pems[0].bytes().decode(),
+            "clientKeyData": leaf.private_key_pem.bytes().decode(),
+        }
+        if expires:
+            status["expirationTimestamp"] = expires
+        given.append(status)
+    (tmp_path / "given.json").write_text(json.dumps(given))
+    (tmp_path / "plugin.py").write_text(ROTATING_PLUGIN)
+    runs = tmp_path / "runs"
+    spec = {
+        "command": sys.executable,
+        "args": [str(tmp_path / "plugin.py"), str(runs), str(tmp_path / "given.json")],
+    }
+    cluster = {"server": url, "certificate-authority-data": base64.b64encode(ca.cert_pem.bytes()).decode()}
+    now = [0.0]
+    cfg = kubeconfig(tmp_path / "config", "x", {"x": cluster}, {"x": {"exec": spec}})
+    kube = Kube(from_kubeconfig([cfg], clock=lambda: now[0]), retries=0)
+    conn = kube.connection
+    first_files = conn.client_certificate()
+    years = 200 * 365 * 86400.0
+
+    kube.request("GET", "/ok")
+    assert seen[-1]["Client-CN"] == "first"
+    assert "Authorization" not in seen[-1]
+
+    async def scenario() -> aiohttp.ClientSession:
+        try:
+            await kube.arequest("GET", "/ok")
+            assert seen[-1]["Client-CN"] == "first"
+            old = kube.session()
+            now[0] += years  # past the first certificate's expirationTimestamp
+            await kube.arequest("GET", "/ok")
+            assert seen[-1]["Client-CN"] == "second"
+            assert kube.session() is not old
+            return old
+        finally:
+            await kube.aclose()
+
+    old_session = asyncio.run(scenario())
+    assert old_session.closed
+    assert runs.read_text() == "2"
+    kube.request("GET", "/ok")  # the blocking pool connects anew with the second certificate
+    assert seen[-1]["Client-CN"] == "second"
+    second_files = conn.client_certificate()
+    assert second_files != first_files
+    assert all(Path(f).exists() for f in (*first_files, *second_files) if f)
+
+    now[0] += years  # the second expires too: kopf's login runs the plugin and gets the third's files
+    login = conn.kopf_credentials()
+    third_files = conn.client_certificate()
+    assert (login["certificate_path"], login["private_key_path"]) == third_files
+    assert login["expiration"] is None
+    assert runs.read_text() == "3"
+    assert not any(Path(f).exists() for f in first_files if f)  # the oldest key is removed
+    kube.request("GET", "/ok")
+    assert seen[-1]["Client-CN"] == "third"

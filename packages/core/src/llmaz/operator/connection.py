@@ -6,7 +6,8 @@ Supported, as kubectl reads them: ``$KUBECONFIG`` (several files, the first valu
 wins) or ``~/.kube/config``, the current context, ``certificate-authority[-data]``,
 ``insecure-skip-tls-verify``, ``tls-server-name``, ``client-certificate[-data]`` /
 ``client-key[-data]``, ``token``, ``tokenFile``, ``username`` / ``password``, an ``exec`` credential
-plugin (``client.authentication.k8s.io``; its token is fetched again when it expires) and the
+plugin (``client.authentication.k8s.io``; its token or client certificate is fetched again when it
+expires) and the
 static tokens of an ``auth-provider``; file paths relative to the kubeconfig that names them. In a
 pod: ``KUBERNETES_SERVICE_HOST`` / ``_PORT`` and the projected ServiceAccount token, read again
 when the kubelet rotates it.
@@ -38,7 +39,7 @@ IN_CLUSTER_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 EXEC_TIMEOUT = 60.0
 """Seconds an exec credential plugin may take."""
 EXEC_REFRESH_MARGIN = 30.0
-"""An exec plugin's token is fetched again this many seconds before its ``expirationTimestamp``."""
+"""An exec plugin's credential is fetched again this many seconds before its ``expirationTimestamp``."""
 
 
 class ConnectionConfigError(ValueError):
@@ -106,43 +107,57 @@ class Connection:
     def https(self) -> bool:
         return self.server.startswith("https://")
 
+    def client_certificate(self) -> tuple[str | None, str | None]:
+        """The client certificate and key files to present now: the exec plugin's latest, when it
+        gives one (a new pair of files each time it gives a new one), else the kubeconfig's. A
+        client compares the pair with the one its TLS settings were made from to see a renewal."""
+        if self.exec_plugin is not None and self.exec_plugin.cert_files is not None:
+            return self.exec_plugin.cert_files
+        return self.cert_file, self.key_file
+
     def ssl_context(self) -> ssl.SSLContext | None:
         """TLS settings for an ``https`` server (None for plain ``http``): its CA (or the system's),
-        the client certificate, or no verification when ``insecure``."""
+        the client certificate (:meth:`client_certificate`), or no verification when
+        ``insecure``."""
         if not self.https:
             return None
+        cert_file, key_file = self.client_certificate()
         try:
             context = ssl.create_default_context(cafile=None if self.insecure else self.ca_file)
             if self.insecure:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
-            if self.cert_file:
-                context.load_cert_chain(self.cert_file, self.key_file)
+            if cert_file:
+                context.load_cert_chain(cert_file, key_file)
         except (OSError, ssl.SSLError) as err:  # a file missing, not PEM, or a key not the cert's
-            files = ", ".join(f for f in (self.ca_file, self.cert_file, self.key_file) if f)
+            files = ", ".join(f for f in (self.ca_file, cert_file, key_file) if f)
             raise ConnectionConfigError(f"TLS files {files}: {err}") from err
         return context
 
     def kopf_credentials(self) -> dict[str, Any]:
         """The same, as the keyword arguments of ``kopf.ConnectionInfo`` (kopf's own login)."""
+        token = self.bearer_token()  # first: it runs an exec plugin whose credential is due
+        cert_file, key_file = self.client_certificate()
         return {
             "server": self.server,
             "ca_path": self.ca_file,
             "insecure": self.insecure,
-            "token": self.bearer_token(),
+            "token": token,
             "username": self.username,
             "password": self.password,
-            "certificate_path": self.cert_file,
-            "private_key_path": self.key_file,
-            # kopf logs in again when an exec plugin's token expires, not only after a 401
+            "certificate_path": cert_file,
+            "private_key_path": key_file,
+            # kopf logs in again when an exec plugin's credential expires, not only after a 401
             "expiration": self.exec_plugin.expires_at if self.exec_plugin is not None else None,
         }
 
 
 class ExecPlugin:
     """A kubeconfig ``exec`` credential plugin: run the command, read the ``ExecCredential`` it
-    prints, and run it again when the token it gave expires. A client certificate it prints is
-    used as read at start (the TLS settings are made once); ``provideClusterInfo`` is not sent."""
+    prints, and run it again when the token or client certificate it gave expires
+    (``provideClusterInfo`` is not sent). A client certificate is written to a new pair of
+    private files each time it changes (:attr:`cert_files`); the pair before stays, for a client
+    still reading it, and the one before that is removed."""
 
     def __init__(
         self, spec: Mapping[str, Any], base_dir: Path, where: str, clock: Callable[[], float]
@@ -165,8 +180,10 @@ class ExecPlugin:
         self.expires_at: datetime | None = None
         """When the last token expires (its ``expirationTimestamp``), for kopf's login."""
         self._lock = threading.Lock()
-        self.cert_data: bytes | None = None
-        self.key_data: bytes | None = None
+        self._cert_data: tuple[bytes, bytes] | None = None
+        self.cert_files: tuple[str, str] | None = None
+        """The latest client certificate's and key's files (one attribute: read as a pair)."""
+        self._old_files: tuple[str, str] | None = None
 
     def due(self) -> bool:
         """Whether the next :meth:`token` runs the plugin (never run, or its token near expiry)."""
@@ -209,13 +226,25 @@ class ExecPlugin:
             ) from err
         self._token = status.get("token") or None
         if status.get("clientCertificateData"):
-            self.cert_data = str(status["clientCertificateData"]).encode()
-            self.key_data = str(status.get("clientKeyData") or "").encode()
+            pair = (
+                str(status["clientCertificateData"]).encode(),
+                str(status.get("clientKeyData") or "").encode(),
+            )
+            if pair != self._cert_data:
+                self._keep_certificate(pair)
         self.expires_at = expires_at
         self._expires = None
         if expires_at is not None:  # on the injectable clock, for the refresh margin
             self._expires = self._clock() + expires_at.timestamp() - datetime.now(UTC).timestamp()
         self._fetched = True
+
+    def _keep_certificate(self, pair: tuple[bytes, bytes]) -> None:
+        files = (_private_file(pair[0]), _private_file(pair[1]))
+        if self._old_files is not None:
+            for path in self._old_files:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        self._old_files, self.cert_files, self._cert_data = self.cert_files, files, pair
 
 
 def load(
@@ -304,8 +333,6 @@ def from_kubeconfig(paths: list[Path], *, clock: Callable[[], float]) -> Connect
     if user.get("exec"):
         plugin = ExecPlugin(user["exec"], user_dir, f"kubeconfig {shown}, user {context['user']!r}", clock)
         plugin.token()  # a plugin that fails is reported now, not at the first request
-        if plugin.cert_data:
-            conn.cert_file, conn.key_file = _private_file(plugin.cert_data), _private_file(plugin.key_data)
         conn.exec_plugin = plugin
     return conn
 

@@ -12,6 +12,8 @@ import asyncio
 import contextlib
 import copy
 import json
+import ssl
+import threading
 import urllib.parse
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
@@ -207,17 +209,17 @@ class Kube:
         self.connection = connection
         self._on_write = on_write
         self.fence: Fence | None = None
-        self._ssl = connection.ssl_context()
-        pool_args: dict[str, Any] = {"maxsize": pool_size}
+        self._pool_args: dict[str, Any] = {"maxsize": pool_size}
         if retries is not None:  # of the blocking requests (urllib3's default: 3)
-            pool_args["retries"] = retries
-        if self._ssl is not None:
-            pool_args["ssl_context"] = self._ssl
-            if connection.tls_server_name:
-                pool_args["server_hostname"] = connection.tls_server_name
-        self._pool = urllib3.PoolManager(num_pools=2, **pool_args)
+            self._pool_args["retries"] = retries
+        self._certificate = connection.client_certificate()
+        self._ssl = connection.ssl_context()
+        self._pool = self._new_pool()
+        self._tls_lock = threading.Lock()
         self._session: aiohttp.ClientSession | None = None
         self._session_loop: asyncio.AbstractEventLoop | None = None
+        self._session_ssl: ssl.SSLContext | None = None
+        self._closing: set[asyncio.Task[None]] = set()
 
     @classmethod
     def connect(
@@ -237,23 +239,66 @@ class Kube:
 
     # ---------------------------------------------------------------- transport
 
+    def _new_pool(self) -> urllib3.PoolManager:
+        args = dict(self._pool_args)
+        if self._ssl is not None:
+            args["ssl_context"] = self._ssl
+            if self.connection.tls_server_name:
+                args["server_hostname"] = self.connection.tls_server_name
+        return urllib3.PoolManager(num_pools=2, **args)
+
+    def _renew_tls(self) -> None:
+        """Make the TLS settings again when the connection's client certificate is no longer the
+        one they were made from (an exec plugin gave a new one before the old expired). Requests
+        from then on connect with it: the blocking pool is replaced, and the event loop's session
+        (:meth:`session`) with its keep-alive connections, as client-go closes its connections on
+        a certificate rotation; a watch on an old connection is resumed on a new one."""
+        if self.connection.client_certificate() == self._certificate:
+            return
+        with self._tls_lock:
+            certificate = self.connection.client_certificate()
+            if certificate == self._certificate:
+                return
+            try:
+                context = self.connection.ssl_context()
+            except ConnectionConfigError as err:  # the plugin's files unusable: retried
+                raise KubeUnreachable(f"client certificate: {err}") from err
+            old = self._pool
+            self._ssl, self._certificate = context, certificate
+            self._pool = self._new_pool()
+        old.clear()
+
     def session(self) -> aiohttp.ClientSession:
-        """The HTTP session of the running event loop (made on first use): :meth:`arequest` and
-        the operator's own watches (:mod:`llmaz.operator.watch`) share it."""
+        """The HTTP session of the running event loop (made on first use, and again after a
+        client certificate renewal): :meth:`arequest` and the operator's own watches
+        (:mod:`llmaz.operator.watch`) share it."""
         loop = asyncio.get_running_loop()
-        if self._session is None or self._session.closed or self._session_loop is not loop:
+        self._renew_tls()
+        session = self._session
+        if (
+            session is None
+            or session.closed
+            or self._session_loop is not loop
+            or self._session_ssl is not self._ssl
+        ):
+            if session is not None and not session.closed and self._session_loop is loop:
+                task = loop.create_task(session.close())  # a renewal: its connections end
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
             # (a session of another loop is that loop's to close: tests run one loop each)
-            self._session = aiohttp.ClientSession(
+            session = self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl is not None else True, limit=0)
             )
-            self._session_loop = loop
-        return self._session
+            self._session_loop, self._session_ssl = loop, self._ssl
+        return session
 
     async def aclose(self) -> None:
         """Close the event loop's HTTP session (at shutdown)."""
         if self._session is not None and self._session_loop is asyncio.get_running_loop():
             await self._session.close()
-        self._session = self._session_loop = None
+        if self._closing:
+            await asyncio.gather(*self._closing, return_exceptions=True)
+        self._session = self._session_loop = self._session_ssl = None
 
     def _auth(self, method: str, path: str, headers: Callable[[], dict[str, str]]) -> dict[str, str]:
         try:
@@ -294,6 +339,7 @@ class Kube:
         self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
         headers = self._headers(content_type, self._auth(method, path, self.connection.auth_headers))
+        self._renew_tls()  # after the headers: making them may have renewed the certificate
         try:
             response = self._pool.request(
                 method,
