@@ -7,10 +7,9 @@ wins) or ``~/.kube/config``, the current context, ``certificate-authority[-data]
 ``insecure-skip-tls-verify``, ``tls-server-name``, ``client-certificate[-data]`` /
 ``client-key[-data]``, ``token``, ``tokenFile``, ``username`` / ``password``, an ``exec`` credential
 plugin (``client.authentication.k8s.io``; its token or client certificate is fetched again when it
-expires) and the
-static tokens of an ``auth-provider``; file paths relative to the kubeconfig that names them. In a
-pod: ``KUBERNETES_SERVICE_HOST`` / ``_PORT`` and the projected ServiceAccount token, read again
-when the kubelet rotates it.
+expires) and the static tokens of an ``auth-provider``; file paths relative to the kubeconfig that
+names them. In a pod: ``KUBERNETES_SERVICE_HOST`` / ``_PORT`` and the projected ServiceAccount
+token, read again when the kubelet rotates it.
 
 The ``kubernetes`` client did this before; importing it (kopf imports it too whenever it is
 installed) cost the operator ~10 MB of its resident memory for a transport of a few calls (issue 15).
@@ -178,7 +177,7 @@ class ExecPlugin:
         self._fetched = False
         self._expires: float | None = None
         self.expires_at: datetime | None = None
-        """When the last token expires (its ``expirationTimestamp``), for kopf's login."""
+        """When the last credential expires (its ``expirationTimestamp``), for kopf's login."""
         self._lock = threading.Lock()
         self._cert_data: tuple[bytes, bytes] | None = None
         self.cert_files: tuple[str, str] | None = None
@@ -186,7 +185,7 @@ class ExecPlugin:
         self._old_files: tuple[str, str] | None = None
 
     def due(self) -> bool:
-        """Whether the next :meth:`token` runs the plugin (never run, or its token near expiry)."""
+        """Whether the next :meth:`token` runs the plugin (never run, or its credential near expiry)."""
         return not self._fetched or (
             self._expires is not None and self._clock() >= self._expires - EXEC_REFRESH_MARGIN
         )
