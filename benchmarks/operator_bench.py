@@ -9,8 +9,8 @@ scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller) and
    the API server admits them; time from the first create to every child (inference Service,
    LeaderWorkerSet, Service ``<name>-lb``) existing, every LWS ready, every Playground ``Available``;
 2. **idle**: writes the operator makes during an idle window after convergence (``--idle``);
-3. **repair**: once the StatefulSets are quiet, one LeaderWorkerSet deleted; time until it exists
-   again and until it is ready;
+3. **repair**: once the StatefulSets and the LWSs are quiet, one LeaderWorkerSet deleted; time
+   until it exists again and until it is ready;
 4. **bulk**: the SAME child objects (read back from the operator's namespace, owner references
    dropped) written into another namespace by a plain client with ``--concurrency`` parallel
    requests, timed the same way (LWS ready is the LWS controller + scheduler + KWOK: the physical
@@ -331,25 +331,35 @@ def settle(quiet: float, longest: float, window: float = 5.0) -> dict[str, float
             return {"waited_s": round(time.monotonic() - start, 1), "busy": round(busy, 2)}
 
 
-def wait_statefulsets_quiet(api: Http, ns: str, quiet: float = 3.0, longest: float = 180.0) -> float:
-    """Seconds waited (at most ``longest``) until no StatefulSet of ``ns`` has changed for ``quiet``
-    seconds. The controller manager's StatefulSet controller writes statuses at its client's 20
-    requests per second: at N = 1000, with a 10-s idle window, it was still ~20 s behind when the
-    LWS was deleted, and the recreated LWS's StatefulSet waited in that line for its first pod
-    (ready again after 22.5 s, recreated after 0.28 s). The repair is timed once that line is
-    empty, so it measures the repair, not the backlog."""
+def wait_controllers_quiet(
+    api: Http, ns: str, lws: Seen, quiet: float = 3.0, longest: float = 180.0
+) -> dict[str, float]:
+    """Seconds waited (at most ``longest`` in all) until no StatefulSet of ``ns`` has changed for
+    ``quiet`` seconds, then until no LeaderWorkerSet (``lws``, the run's watch) has either.
+
+    The controller manager's StatefulSet controller writes statuses at its client's 20 requests per
+    second: at N = 1000, with a 10-s idle window, it was still ~20 s behind when the LWS was
+    deleted, and the recreated LWS's StatefulSet waited in that line for its first pod (ready again
+    after 22.5 s, recreated after 0.28 s). The LWS controller has one worker: while it is still
+    writing the other LWSs' statuses, the recreated LWS waits in its queue too. The repair is timed
+    once both lines are empty, so it measures the repair, not the backlog."""
     seen = Seen()
     watch = Watch(api, f"/apis/apps/v1/namespaces/{ns}/statefulsets", seen, lambda o: False)
     start = time.monotonic()
     watch.start()
-    try:
+
+    def wait(latest: Callable[[], float], since: float) -> float:
         while True:
             time.sleep(0.2)
             now = time.monotonic()
-            if now - (seen.last or start) >= quiet or now - start >= longest:  # (no StatefulSet: quiet)
-                return round(max(0.0, now - start - quiet), 1)
+            if now - (latest() or since) >= quiet or now - start >= longest:  # (nothing there: quiet)
+                return round(max(0.0, now - since - quiet), 1)
+
+    try:
+        sts = wait(lambda: seen.last, start)
     finally:
         watch.stopped.set()
+    return {"statefulsets": sts, "leaderworkersets": wait(lambda: lws.last, time.monotonic() - quiet)}
 
 
 # ----------------------------------------------------------------------------- the operator process
@@ -920,7 +930,7 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
             rss_idle = stats.rss_between(t_idle0, t_idle1)
             cpu_idle = stats.cpu_at(t_idle1) - stats.cpu_at(t_idle0)
             # ---- repair one deleted LWS
-            sts_backlog = wait_statefulsets_quiet(api, OP_NS)
+            backlog = wait_controllers_quiet(api, OP_NS, w.lws)
             victim = names[n // 2]
             old_uid = w.lws.uid.get(victim)
             t_del = time.monotonic()
@@ -934,7 +944,8 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
             result["repair"] = {
                 "lws_recreated_s": round(t_back - t_del, 2),
                 "lws_ready_s": round(t_back_ready - t_del, 2),
-                "statefulsets_busy_before_s": sts_backlog,
+                "statefulsets_busy_before_s": backlog["statefulsets"],
+                "leaderworkersets_busy_after_s": backlog["leaderworkersets"],
             }
             print(f"  repair: {result['repair']}", flush=True)
             time.sleep(2.0)
@@ -1163,6 +1174,10 @@ def table(results: list[dict[str, Any]]) -> str:
         (
             "StatefulSet controller busy before the delete (s)",
             lambda r: r["repair"].get("statefulsets_busy_before_s", "-"),
+        ),
+        (
+            "  then LWS controller busy (s)",
+            lambda r: r["repair"].get("leaderworkersets_busy_after_s", "-"),
         ),
     ]
     head = "| figure | " + " | ".join(f"N={r['n']}" for r in results) + " |"
