@@ -1,8 +1,8 @@
 """Analysis (not a test): each pass of an operator benchmark run, from its API server audit log.
 
-``operator_bench.py --keep`` keeps the control plane's work directory; this reads its audit log and,
-for every pass (an operator pass starts with the first Playground created in ``bench-op``, a bulk
-pass with the first child created in ``bench-bulk``, each after the namespace was emptied), prints
+``operator_bench.py --keep`` keeps the work directory, with one control plane per pass; this reads
+their audit logs and, for every pass (an operator pass starts with the first Playground created in
+``bench-op``, a bulk pass with the first child created in ``bench-bulk``), prints
 when the creates of each child kind completed, counted from that first create, with the API
 server's time per create, and the operator's requests in the pass's window by verb and resource.
 Comparing a fast pair with a slow one of the same run shows where the time went (issue 15).
@@ -41,10 +41,10 @@ def _seconds(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def read(workdir: Path) -> list[Request]:
-    """Every completed request of the audit log(s) under ``workdir/cp/logs``, oldest first."""
+def read(logs_dir: Path) -> list[Request]:
+    """Every completed request of the audit log(s) in ``logs_dir`` (one control plane's), oldest first."""
     out = []
-    logs = sorted((workdir / "cp" / "logs").glob("audit*.log"), key=lambda p: p.stat().st_mtime)
+    logs = sorted(logs_dir.glob("audit*.log"), key=lambda p: p.stat().st_mtime)
     for path in logs:
         with path.open() as lines:
             for line in lines:
@@ -121,9 +121,10 @@ def main() -> None:
         "--window", type=float, default=60.0, help="seconds after a pass's first create to look at"
     )
     args = parser.parse_args()
-    requests = read(args.workdir)
-    for t0, namespace in passes(requests):
-        print(report(requests, t0, namespace, args.window))
+    for logs_dir in sorted(args.workdir.glob("**/cp/logs"), key=lambda p: p.stat().st_mtime):
+        requests = read(logs_dir)
+        for t0, namespace in passes(requests):
+            print(report(requests, t0, namespace, args.window))
 
 
 if __name__ == "__main__":

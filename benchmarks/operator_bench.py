@@ -1,9 +1,10 @@
 """Benchmark (not a test): the operator at N Playgrounds on the real control plane.
 
-For each N (default 100 500 1000) one fresh tier-B control plane (etcd, kube-apiserver, KCM,
-scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller) and one
-``llmaz operator run`` as a local process, authenticated as a ServiceAccount bound to exactly
-:data:`llmaz.operator.rbac.RULES` and watching one namespace. Measured in one run:
+For each N (default 100 500 1000) and each pass a fresh tier-B control plane (etcd, kube-apiserver,
+KCM, scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller), used once its
+controllers are idle; for an operator pass one ``llmaz operator run`` as a local process,
+authenticated as a ServiceAccount bound to exactly :data:`llmaz.operator.rbac.RULES` and watching
+one namespace. Measured in one run:
 
 1. **operator**: N Playgrounds (shared OpenModels with one one-GPU flavor each) created as fast as
    the API server admits them; time from the first create to every child (inference Service,
@@ -12,7 +13,7 @@ scheduler, KWOK GPU nodes sized to fit, the real LeaderWorkerSet controller) and
 3. **repair**: once the StatefulSets and the LWSs are quiet, one LeaderWorkerSet deleted; time
    until it exists again and until it is ready;
 4. **bulk**: the SAME child objects (read back from the operator's namespace, owner references
-   dropped) written into another namespace by a plain client with ``--concurrency`` parallel
+   dropped) written on a control plane of its own by a plain client with ``--concurrency`` parallel
    requests, timed the same way (LWS ready is the LWS controller + scheduler + KWOK: the physical
    limit of the machine, no llmaz involved).
 
@@ -41,8 +42,9 @@ import threading
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
@@ -114,19 +116,6 @@ class Http:
         if resp.status >= 400 and resp.status not in (429, 500, 503, 504):
             raise SystemExit(f"{method} {path}: HTTP {resp.status}: {resp.data[:500]!r}")
         return int(resp.status)
-
-    def delete_all(self, path: str) -> None:
-        """Delete every object of the collection ``path`` with one request, without a grace period;
-        their dependents in the background (garbage collection)."""
-        resp = self.pool.request(
-            "DELETE",
-            self.host + path,
-            body=json.dumps({"propagationPolicy": "Background", "gracePeriodSeconds": 0}).encode(),
-            headers={"Content-Type": "application/json"},
-            timeout=120,
-        )
-        if resp.status >= 400:
-            raise SystemExit(f"DELETE {path}: HTTP {resp.status}: {resp.data[:500]!r}")
 
 
 # ----------------------------------------------------------------------------- watching
@@ -667,50 +656,13 @@ def bulk_pass(
     return {"t0": t0, "retries": retries, "children": children, "lws": lws}
 
 
-EMPTIED = (
-    "/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/playgrounds",
-    "/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/services",
-    "/apis/leaderworkerset.x-k8s.io/v1/namespaces/{ns}/leaderworkersets",
-    "/api/v1/namespaces/{ns}/services",
-    "/apis/apps/v1/namespaces/{ns}/statefulsets",
-    "/api/v1/namespaces/{ns}/pods",
-)
-
-
-def clear(api: Http, cp: ControlPlane, timeout: float) -> float:
-    """Delete the Playgrounds and everything in both namespaces made for or from them, wait until
-    none is left (pods included: the GPUs are sized for one pair) and then until the controllers
-    have nothing left to do; seconds. One request per kind, the Playgrounds first so the operator
-    repairs nothing, pods without a grace period (waiting for garbage collection instead took
-    106 s at N = 100)."""
-    t0 = time.monotonic()
-    api.delete_all(EMPTIED[0].format(ns=OP_NS))
-    for path in EMPTIED[1:]:
-        for ns in (OP_NS, BULK_NS):
-            api.delete_all(path.format(ns=ns))
-
-    def empty() -> bool:
-        time.sleep(0.5)
-        return not any(
-            api.get(path.format(ns=ns) + "?limit=1")["items"] for ns in (OP_NS, BULK_NS) for path in EMPTIED
-        )
-
-    wait_for(empty, "both namespaces empty", timeout)
-    # the namespaces are empty long before the controllers are done with the deletions (garbage
-    # collection, EndpointSlices, StatefulSets...); a pass started then had its LWSs ready in
-    # 29-45 s instead of 20 (N = 100)
-    wait_controllers_idle(cp, timeout)
-    return round(time.monotonic() - t0, 2)
-
-
 def wait_controllers_idle(cp: ControlPlane, timeout: float) -> float:
     """Seconds waited until kube-controller-manager's work queues have been empty for 3 s.
 
-    Before each pass, so that neither starts while the controllers still work off what came before
-    it: after boot the node controllers patched the 251 new nodes at ~9 per second for over a
-    minute (N = 1000: 334 node patches and 320 node GETs inside the first operator pass, and
-    the node events the operator watches), and after a pass the StatefulSet controller was still
-    writing statuses at its client's 20 requests per second for up to ~20 s."""
+    Before each pass: on a new control plane the controllers were still at work for ~40 s after
+    the nodes were up (N = 1000: inside the first operator pass 334 node patches and 320 node GETs,
+    each a node event the operator handles, and ~620 GETs of the garbage collector for owners it
+    did not know yet), which a pass started on a merely quiet machine paid for."""
     t0 = time.monotonic()
     quiet_since: list[float] = []
 
@@ -747,49 +699,51 @@ def controller_queue_depth(cp: ControlPlane) -> float:
 
 
 def more_pairs(
-    api: Http,
-    cp: ControlPlane,
-    names: list[str],
-    copies: list[dict[str, Any]],
-    cfg: Settings,
-    *,
-    stats: ProcStats,
+    n: int, cfg: Settings, workdir: Path, names: list[str], copies: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
-    """``cfg.pairs - 1`` more operator and bulk passes on the same control plane, each after both
-    namespaces are emptied, alternately the bulk pass first: each pair's ratios are taken minutes
-    apart at most, so a control plane that got slower or faster since the first pair moves both
-    passes of a pair alike."""
+    """``cfg.pairs - 1`` more operator and bulk passes, each on a control plane of its own
+    (:func:`control_plane`), alternately the bulk pass first: each pair's passes are minutes apart,
+    so a machine that got slower or faster since the first pair moves both passes of a pair alike."""
     out = []
     for k in range(1, cfg.pairs):
-        cleared = clear(api, cp, cfg.timeout)
         bulk_first = k % 2 == 1
-        pair: dict[str, Any] = {
-            "order": "bulk first" if bulk_first else "operator first",
-            "cleared_s": cleared,
-        }
+        pair: dict[str, Any] = {"order": "bulk first" if bulk_first else "operator first"}
         for which in ("bulk", "operator") if bulk_first else ("operator", "bulk"):
-            ns = BULK_NS if which == "bulk" else OP_NS
-            watch = Namespace.watch(api, ns)
-            try:
-                time.sleep(1.0)
-                busy = before_pass(cp, cfg)
-                if which == "bulk":
-                    t = bulk_pass(api, watch, copies, names, cfg)
-                    pair["bulk"] = {
-                        "children_s": round(t["children"] - t["t0"], 2),
-                        "lws_ready_s": round(t["lws"] - t["t0"], 2),
-                        "busy": busy["busy"],
-                    }
-                else:
-                    t = operator_pass(api, watch, names, cfg)
-                    pair["operator"] = {
-                        "children_s": round(t["children"] - t["t0"], 2),
-                        "available_s": round(t["available"] - t["t0"], 2),
-                        "cpu_until_children_s": round(stats.cpu_at(t["children"]) - stats.cpu_at(t["t0"]), 2),
-                        "busy": busy["busy"],
-                    }
-            finally:
-                watch.stop()
+            where = workdir / f"pair{k + 1}-{which}"
+            print(f"  pair {k + 1}: booting a new control plane for the {which} pass", flush=True)
+            with control_plane(n, cfg, where) as (cp, api):
+                proc = stats = None
+                if which == "operator":
+                    proc = start_operator(cp, where)[0]
+                    stats = ProcStats(proc.pid)
+                    stats.start()
+                watch = Namespace.watch(api, BULK_NS if which == "bulk" else OP_NS)
+                try:
+                    time.sleep(1.0)
+                    busy = before_pass(cp, cfg)
+                    if stats is None:
+                        t = bulk_pass(api, watch, copies, names, cfg)
+                        pair["bulk"] = {
+                            "children_s": round(t["children"] - t["t0"], 2),
+                            "lws_ready_s": round(t["lws"] - t["t0"], 2),
+                            "busy": busy["busy"],
+                        }
+                    else:
+                        t = operator_pass(api, watch, names, cfg)
+                        pair["operator"] = {
+                            "children_s": round(t["children"] - t["t0"], 2),
+                            "available_s": round(t["available"] - t["t0"], 2),
+                            "cpu_until_children_s": round(
+                                stats.cpu_at(t["children"]) - stats.cpu_at(t["t0"]), 2
+                            ),
+                            "busy": busy["busy"],
+                        }
+                finally:
+                    watch.stop()
+                    if stats is not None:
+                        stats.stopped.set()
+                    if proc is not None:
+                        stop_operator(proc)
         pair["ratios"] = ratios(pair["operator"], pair["bulk"])
         print(f"  pair {k + 1} ({pair['order']}): {pair}", flush=True)
         out.append(pair)
@@ -844,9 +798,56 @@ class Settings:
     pairs: int = 1
 
 
+def gpu_nodes(n: int) -> int:
+    return max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
+
+
+@contextmanager
+def control_plane(n: int, cfg: Settings, workdir: Path) -> Iterator[tuple[ControlPlane, Http]]:
+    """A fresh tier-B control plane under ``workdir/cp`` with KWOK GPU nodes for N Playgrounds, the
+    llmaz CRDs, both namespaces and the shared OpenModels; an HTTP client for it.
+
+    Every pass gets its own: on one control plane the pass that came second in a pair was the
+    slower one (N = 1000: 86.1 s for the operator after the bulk client's pass against 34.9 s for
+    the operator on a new control plane; the bulk client 56.0 s right after clearing the namespaces
+    against 31.4 s on a control plane that had only held the operator's objects), and emptying the
+    namespaces between pairs took 13 minutes."""
+    pools = [
+        NodePool("gpu", gpu_nodes(n), gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")
+    ]
+    workdir.mkdir(parents=True, exist_ok=True)
+    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=cfg.keep) as cp:
+        api = Http(cp, max(cfg.concurrency, 8) + 16)  # + the watches
+        docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
+        cp.apply(docs)
+        for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
+            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}"
+            wait_for(lambda p=path: condition_true(api.get(p), "Established"), f"{path} Established", 120)
+        for ns in (OP_NS, BULK_NS):
+            cp.kubectl("create", "namespace", ns)
+        cp.apply([openmodel(i) for i in range(MODELS)])
+        yield cp, api
+
+
+def server_stats(cp: ControlPlane) -> Callable[[float, float], float]:
+    """Start sampling the API server's and etcd's CPU; a function of two monotonic times giving the
+    CPU seconds both used between them (sampling stops with the process)."""
+    server = [ProcStats(cp.components[c].proc.pid) for c in ("apiserver", "etcd")]
+    for each in server:
+        each.start()
+    return lambda t_a, t_b: round(sum(each.cpu_at(t_b) - each.cpu_at(t_a) for each in server), 2)
+
+
+def stop_operator(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
 def run_one(n: int, cfg: Settings) -> dict[str, Any]:
-    nodes = max(2, math.ceil(2 * n / GPUS_PER_NODE) + 1)  # both the operator's and the bulk pods fit
-    pools = [NodePool("gpu", nodes, gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")]
+    nodes = gpu_nodes(n)
     result: dict[str, Any] = {
         "n": n,
         "gpu_nodes": nodes,
@@ -860,29 +861,14 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
     )
     workdir = Path(tempfile.mkdtemp(prefix=f"llmaz-opbench-{n}-"))
     if cfg.keep:
-        print(f"   work directory (kept, with the audit log under cp/logs): {workdir}", flush=True)
-    with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=cfg.keep) as cp:
-        api = Http(cp, max(cfg.concurrency, 8) + 16)  # + the watches
-        docs = llmaz_crd_documents(ROOT, cp.binary("helm"))
-        cp.apply(docs)
-        for doc in docs:  # polled: `kubectl wait` fails on a CRD whose status is not written yet
-            path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{doc['metadata']['name']}"
-            wait_for(lambda p=path: condition_true(api.get(p), "Established"), f"{path} Established", 120)
-        for ns in (OP_NS, BULK_NS):
-            cp.kubectl("create", "namespace", ns)
-        cp.apply([openmodel(i) for i in range(MODELS)])
+        print(f"   work directory (kept, with the audit logs under */cp/logs): {workdir}", flush=True)
+    with control_plane(n, cfg, workdir) as (cp, api):
         gc_file = workdir / "gc-stats.json" if cfg.gc_stats else None
         proc, log, user, metrics_port = start_operator(cp, workdir, gc_file)
         stats = ProcStats(proc.pid)
         stats.start()
         # the API server and etcd: what the operator's way of writing costs them, against the bulk client's
-        server = [ProcStats(cp.components[c].proc.pid) for c in ("apiserver", "etcd")]
-        for each in server:
-            each.start()
-
-        def server_cpu(t_a: float, t_b: float) -> float:
-            return round(sum(each.cpu_at(t_b) - each.cpu_at(t_a) for each in server), 2)
-
+        server_cpu = server_stats(cp)
         names = [f"pg-{i}" for i in range(n)]
         spy = None
         watches: dict[str, Namespace] = {}
@@ -1006,7 +992,7 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
                 kind: dict(Counter(" > ".join(seen.states.get(x, [])) for x in names).most_common(6))
                 for kind, seen in (("Playground", w.pl), ("Service", w.isvc))
             }
-            # ---- bulk phase: the same children, written by a plain client
+            # ---- what the bulk client writes: the operator's children, read back
             children = [
                 *list_items(api, f"/apis/inference.llmaz.io/v1alpha1/namespaces/{OP_NS}/services"),
                 *list_items(api, f"/apis/leaderworkerset.x-k8s.io/v1/namespaces/{OP_NS}/leaderworkersets"),
@@ -1019,60 +1005,52 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
             copies = [bulk_copy(o) for o in children]
             # interleave so each Playground's three children go out together, as the operator writes them
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
-            b = watches[BULK_NS] = Namespace.watch(api, BULK_NS)
-            time.sleep(1.0)
-            settled["bulk"] = before_pass(cp, cfg)
-            print(f"  settled: {settled['bulk']}", flush=True)
-            btimes = bulk_pass(api, b, copies, names, cfg)
-            bt0, bt_children, bt_lws, bretries = (
-                btimes["t0"],
-                btimes["children"],
-                btimes["lws"],
-                btimes["retries"],
-            )
-            result["lb_services"] = {
-                "operator": lb_summary(lb_service_writes(cp, OP_NS)),
-                "bulk": lb_summary(lb_service_writes(cp, BULK_NS)),
-            }
+            result["lb_services"] = {"operator": lb_summary(lb_service_writes(cp, OP_NS))}
             result["cpu_while_children_s"] = {
                 "operator": round(stats.cpu_at(t_children) - stats.cpu_at(t0), 2),
                 "server_operator_phase": server_cpu(t0, t_children),
-                "server_bulk_phase": server_cpu(bt0, bt_children),
             }
-            result["bulk"] = {
-                "objects": len(copies),
-                "writes": "server-side apply" if cfg.bulk_apply else "create",
-                "create_retries": bretries,
-                "children_s": round(bt_children - bt0, 2),
-                "lws_ready_s": round(bt_lws - bt0, 2),
-            }
-            print(f"  bulk: {result['bulk']}", flush=True)
-            print(f"  requests per Playground: {result['api']['requests_per_playground']}", flush=True)
-            print(f"  status sequences: {json.dumps(result['status_sequences'], indent=1)}", flush=True)
-            b.stop()
-            if cfg.pairs > 1:
-                result["pairs"] = more_pairs(api, cp, names, copies, cfg, stats=stats)
         finally:
             for watch in watches.values():
                 watch.stop()
             stats.stopped.set()
-            for each in server:
-                each.stopped.set()
             if spy is not None and spy.poll() is None:
                 spy.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT only
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            stop_operator(proc)
         if gc_file is not None and gc_file.exists():
             result["gc"] = json.loads(gc_file.read_text())
             print(f"  garbage collection: {result['gc']}", flush=True)
         result["operator_log_errors"] = sum(
             1 for line in log.read_text().splitlines() if " ERROR " in line or "Traceback" in line
         )
-        if not cfg.keep:  # the operator's log, configuration and ServiceAccount kubeconfig
-            shutil.rmtree(workdir, ignore_errors=True)
+    # ---- bulk phase: the same children, written by a plain client on a control plane of its own
+    print("  booting a new control plane for the bulk client", flush=True)
+    with control_plane(n, cfg, workdir / "bulk") as (cp, api):
+        server_cpu = server_stats(cp)
+        b = Namespace.watch(api, BULK_NS)
+        try:
+            time.sleep(1.0)
+            settled["bulk"] = before_pass(cp, cfg)
+            print(f"  settled: {settled['bulk']}", flush=True)
+            btimes = bulk_pass(api, b, copies, names, cfg)
+        finally:
+            b.stop()
+        result["lb_services"]["bulk"] = lb_summary(lb_service_writes(cp, BULK_NS))
+        result["cpu_while_children_s"]["server_bulk_phase"] = server_cpu(btimes["t0"], btimes["children"])
+        result["bulk"] = {
+            "objects": len(copies),
+            "writes": "server-side apply" if cfg.bulk_apply else "create",
+            "create_retries": btimes["retries"],
+            "children_s": round(btimes["children"] - btimes["t0"], 2),
+            "lws_ready_s": round(btimes["lws"] - btimes["t0"], 2),
+        }
+    print(f"  bulk: {result['bulk']}", flush=True)
+    print(f"  requests per Playground: {result['api']['requests_per_playground']}", flush=True)
+    print(f"  status sequences: {json.dumps(result['status_sequences'], indent=1)}", flush=True)
+    if cfg.pairs > 1:
+        result["pairs"] = more_pairs(n, cfg, workdir, names, copies)
+    if not cfg.keep:  # the operator's log, configuration and ServiceAccount kubeconfig
+        shutil.rmtree(workdir, ignore_errors=True)
     result["ratios"] = ratios(result["operator"], result["bulk"])
     if result.get("pairs"):
         result["ratios_over_pairs"] = over_pairs(result["ratios"], result["pairs"])
