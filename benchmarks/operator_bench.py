@@ -354,6 +354,48 @@ def wait_controllers_quiet(
 # ----------------------------------------------------------------------------- the operator process
 
 
+PROBE = """
+import time
+while True:
+    start = time.process_time()
+    total = 0
+    for i in range(100_000):
+        total += i * i
+    print(time.monotonic(), time.process_time() - start, flush=True)
+    time.sleep(1.0)
+"""
+
+
+class SpeedProbe(threading.Thread):
+    """How fast this machine's CPUs run: a separate process times a fixed loop (~15-30 ms of CPU)
+    in CPU seconds, once a second. On this 2-vCPU virtual machine the same loop took 0.25-0.48 CPU
+    seconds in 30 runs on an otherwise idle machine, and the API server needed 45.6-72.0 CPU seconds
+    for the same operator pass (N = 1000): how fast the host lets the CPUs run moves every time.
+    Both passes are measured with it running, so it costs both the same ~2 % of one CPU."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", PROBE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.samples: list[tuple[float, float]] = []
+
+    def run(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            at, took = line.split()
+            self.samples.append((float(at), float(took)))
+
+    def ms_between(self, t0: float, t1: float) -> float | None:
+        """The loop's median CPU milliseconds between monotonic times ``t0`` and ``t1``."""
+        inside = [took for at, took in self.samples if t0 <= at <= t1]
+        return round(statistics.median(inside) * 1000, 1) if inside else None
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
 class ProcStats(threading.Thread):
     """CPU seconds and RSS of one process from /proc, sampled every ``period`` seconds."""
 
@@ -699,7 +741,13 @@ def controller_queue_depth(cp: ControlPlane) -> float:
 
 
 def more_pairs(
-    n: int, cfg: Settings, workdir: Path, names: list[str], copies: list[dict[str, Any]]
+    n: int,
+    cfg: Settings,
+    workdir: Path,
+    names: list[str],
+    copies: list[dict[str, Any]],
+    *,
+    probe: SpeedProbe,
 ) -> list[dict[str, Any]]:
     """``cfg.pairs - 1`` more operator and bulk passes, each on a control plane of its own
     (:func:`control_plane`), alternately the bulk pass first: each pair's passes are minutes apart,
@@ -727,6 +775,7 @@ def more_pairs(
                             "children_s": round(t["children"] - t["t0"], 2),
                             "lws_ready_s": round(t["lws"] - t["t0"], 2),
                             "busy": busy["busy"],
+                            "probe_ms": probe.ms_between(t["t0"], t["children"]),
                         }
                     else:
                         t = operator_pass(api, watch, names, cfg)
@@ -737,6 +786,7 @@ def more_pairs(
                                 stats.cpu_at(t["children"]) - stats.cpu_at(t["t0"]), 2
                             ),
                             "busy": busy["busy"],
+                            "probe_ms": probe.ms_between(t["t0"], t["children"]),
                         }
                 finally:
                     watch.stop()
@@ -760,8 +810,8 @@ def ratios(op: dict[str, Any], bulk: dict[str, Any]) -> dict[str, float]:
 def over_pairs(first: dict[str, float], more: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Median, lowest and highest of each ratio over every pair (the first, operator first, included),
     and the median of the pairs with the operator first and of those with the bulk client first:
-    the pass that comes second in a pair was the slower one in most pairs (N = 100, seven pairs),
-    so a fair figure needs both orders, as many pairs of each as can be (an even ``--pairs``)."""
+    the machine's speed drifts, so a fair figure needs both orders, as many pairs of each as can be
+    (an even ``--pairs``)."""
     orders = ["operator first", *(p["order"] for p in more)]
     out = {}
     for key, value in first.items():
@@ -846,7 +896,7 @@ def stop_operator(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def run_one(n: int, cfg: Settings) -> dict[str, Any]:
+def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
     nodes = gpu_nodes(n)
     result: dict[str, Any] = {
         "n": n,
@@ -1010,6 +1060,7 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
                 "operator": round(stats.cpu_at(t_children) - stats.cpu_at(t0), 2),
                 "server_operator_phase": server_cpu(t0, t_children),
             }
+            result["probe_ms_while_children"] = {"operator": probe.ms_between(t0, t_children)}
         finally:
             for watch in watches.values():
                 watch.stop()
@@ -1037,6 +1088,7 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
             b.stop()
         result["lb_services"]["bulk"] = lb_summary(lb_service_writes(cp, BULK_NS))
         result["cpu_while_children_s"]["server_bulk_phase"] = server_cpu(btimes["t0"], btimes["children"])
+        result["probe_ms_while_children"]["bulk"] = probe.ms_between(btimes["t0"], btimes["children"])
         result["bulk"] = {
             "objects": len(copies),
             "writes": "server-side apply" if cfg.bulk_apply else "create",
@@ -1048,7 +1100,7 @@ def run_one(n: int, cfg: Settings) -> dict[str, Any]:
     print(f"  requests per Playground: {result['api']['requests_per_playground']}", flush=True)
     print(f"  status sequences: {json.dumps(result['status_sequences'], indent=1)}", flush=True)
     if cfg.pairs > 1:
-        result["pairs"] = more_pairs(n, cfg, workdir, names, copies)
+        result["pairs"] = more_pairs(n, cfg, workdir, names, copies, probe=probe)
     if not cfg.keep:  # the operator's log, configuration and ServiceAccount kubeconfig
         shutil.rmtree(workdir, ignore_errors=True)
     result["ratios"] = ratios(result["operator"], result["bulk"])
@@ -1097,6 +1149,12 @@ def table(results: list[dict[str, Any]]) -> str:
         ("children exist: operator (s)", lambda r: r["operator"]["children_s"]),
         ("children exist: bulk client (s)", lambda r: r["bulk"]["children_s"]),
         ("  ratio (target <= 1.2)", lambda r: r["ratios"]["children_vs_bulk"]),
+        (
+            "  speed probe's loop meanwhile, median CPU ms (lower is a faster machine): operator / bulk",
+            lambda r: " / ".join(
+                str((r.get("probe_ms_while_children") or {}).get(k)) for k in ("operator", "bulk")
+            ),
+        ),
         (
             "  -lb Services created per second: operator / bulk",
             lambda r: _pair(r, "per_second"),
@@ -1279,12 +1337,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--pairs must be >= 1, got {args.pairs}")
     settings = Settings(**{f.name: getattr(args, f.name) for f in fields(Settings)})  # same names
     results = []
-    for n in args.n:
-        results.append(run_one(n, settings))
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(
-            json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
-        )
+    probe = SpeedProbe()
+    probe.start()
+    try:
+        for n in args.n:
+            results.append(run_one(n, settings, probe))
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            args.json.write_text(
+                json.dumps({"machine": machine(), "go_llmaz": GO_LLMAZ, "results": results}, indent=2)
+            )
+    finally:
+        probe.stop()
     print()
     print(json.dumps(machine()))
     print(table(results))
