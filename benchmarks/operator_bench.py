@@ -368,9 +368,10 @@ while True:
 
 class SpeedProbe(threading.Thread):
     """How fast this machine's CPUs run: a separate process times a fixed loop (~15-30 ms of CPU)
-    in CPU seconds, once a second. On this 2-vCPU virtual machine the same loop took 0.25-0.48 CPU
-    seconds in 30 runs on an otherwise idle machine, and the API server needed 45.6-72.0 CPU seconds
-    for the same operator pass (N = 1000): how fast the host lets the CPUs run moves every time.
+    in CPU seconds, once a second. On this 2-vCPU virtual machine a loop of two million steps took
+    0.25-0.48 CPU seconds in 30 runs on an otherwise idle machine, and the API server and etcd
+    needed 45.7-72.0 CPU seconds for the same operator pass (N = 1000): how fast the host lets the
+    CPUs run changes all the time.
     Both passes are measured with it running, so it costs both the same ~2 % of one CPU."""
 
     def __init__(self) -> None:
@@ -858,10 +859,9 @@ def control_plane(n: int, cfg: Settings, workdir: Path) -> Iterator[tuple[Contro
     llmaz CRDs, both namespaces and the shared OpenModels; an HTTP client for it.
 
     Every pass gets its own: on one control plane the pass that came second in a pair was the
-    slower one (N = 1000: 86.1 s for the operator after the bulk client's pass against 34.9 s for
-    the operator on a new control plane; the bulk client 56.0 s right after clearing the namespaces
-    against 31.4 s on a control plane that had only held the operator's objects), and emptying the
-    namespaces between pairs took 13 minutes."""
+    slower one (N = 1000: the operator's pass 86.1 s after the bulk client's on the same control
+    plane, 34.9 s on a new one an hour earlier), and emptying the namespaces between pairs took
+    13 minutes."""
     pools = [
         NodePool("gpu", gpu_nodes(n), gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")
     ]
