@@ -72,18 +72,23 @@ def read(logs_dir: Path) -> list[Request]:
 
 
 def passes(requests: list[Request]) -> list[tuple[float, str]]:
-    """``(first create, namespace)`` of every pass, in time order."""
+    """``(first create, namespace)`` of every pass on one control plane, in time order (each pass
+    has a control plane of its own, so at most one per namespace)."""
     found = []
     for namespace, first in ((OP_NS, ("playgrounds.inference.llmaz.io",)), (BULK_NS, CHILDREN)):
-        open_ = False
-        for r in requests:
-            if r.namespace != namespace:
-                continue
-            if r.verb == "deletecollection":
-                open_ = False
-            elif not open_ and r.verb == "create" and r.kind in first and r.code in (200, 201):
-                open_ = True
-                found.append((r.start, namespace))
+        start = next(
+            (
+                r.start
+                for r in requests
+                if r.namespace == namespace
+                and r.verb == "create"
+                and r.kind in first
+                and r.code in (200, 201)
+            ),
+            None,
+        )
+        if start is not None:
+            found.append((start, namespace))
     return sorted(found)
 
 
