@@ -5,10 +5,10 @@ restarted again without it for the rest of the session), so watches are served b
 a watch that resumes from a compacted resourceVersion is answered ``410 Gone``, as in a cluster
 whose watch cache lost that history. The operator reaches the API server through the fault proxy,
 which refuses it while users edit and etcd is compacted through its v3 JSON gateway; when the proxy
-lets it through again, kopf and the operator's own watches (children, serving pods) resume from the
-last resourceVersion they saw, get 410, and must list again; a LeaderWorkerSet deleted meanwhile
-is missing from that listing, which must count as its deletion (it is recreated). In the full set
-(``nox -s reliability``).
+lets it through again, the operator's own watches (every kind a reconcile reads) and kopf's
+(preheat's) resume from the last resourceVersion they saw, get 410, and must list again; a
+LeaderWorkerSet deleted meanwhile is missing from that listing, which must count as its deletion
+(it is recreated). In the full set (``nox -s reliability``).
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def compact(cp: ControlPlane, revision: int) -> None:
 
 
 def relists(cp: ControlPlane, user: str, since: float, resource: str) -> int:
-    """LIST requests of ``user`` for ``resource`` after ``since``: kopf lists a kind only when it
-    starts and after a watch answered 410 (a broken connection resumes the watch, no list)."""
+    """LIST requests of ``user`` for ``resource`` after ``since``: the operator lists a kind only when
+    it starts and after a watch answered 410 (a broken connection resumes the watch, no list)."""
     return sum(
         e.get("verb") == "list" and (e.get("objectRef") or {}).get("resource") == resource
         for e in audit_entries(cp, user, since)
@@ -118,7 +118,7 @@ def test_watch_gone_after_compaction_relists_and_converges_without_duplicates(
                 revision = etcd_revision(cp)
                 compact(cp, revision)
                 fig.add("compacted at revision", revision)
-                time.sleep(3)  # a few refused reconnects: kopf retries the watches with their old RVs
+                time.sleep(3)  # a few refused reconnects: the watches are retried with their old RVs
                 proxy.refuse = False
                 reopened = time.monotonic()
                 final = {"a", "b", "d"}
@@ -135,7 +135,7 @@ def test_watch_gone_after_compaction_relists_and_converges_without_duplicates(
                 )
                 fig.add("time to converge after the proxy reopened", elapsed(reopened), " s")
                 # the positive control: the Playground watch resumed from a compacted RV, got 410
-                # and was listed again (without a 410 kopf would only have watched again)
+                # and was listed again (without a 410 it would only have been watched again)
                 listed = relists(cp, op.user, cut, "playgrounds")
                 fig.add("Playground re-lists", listed)
                 assert listed >= 1, "no re-list after the compaction: no watch got 410, nothing proven"

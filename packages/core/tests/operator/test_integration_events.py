@@ -1,8 +1,8 @@
 """The integrations' share of a Playground's, inference Service's or OpenModel's event is run by that
-kind's own kopf handler (one handler fewer per event; issue 15): the namespace is queued for an
+kind's own watch handler (no watch of their own; issue 15): the namespace is queued for an
 integrations pass and the object for a reconcile, and a failure in the integrations' part is logged
-without keeping the object from its reconcile. The operator's real kopf handlers, called as kopf
-calls them; the namespace queue and the work queue are recorded instead of run."""
+without keeping the object from its reconcile. The operator's real handlers, called as its watches
+call them; the namespace queue and the work queue are recorded instead of run."""
 
 from __future__ import annotations
 
@@ -11,11 +11,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import kopf
 import pytest
 
-from llmaz.operator.handlers import _common, build_registry, integrations, playground, service
-from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.handlers import _common, integrations, playground, service, watched_kinds
 from llmaz.operator.integrations import IntegrationState
 from llmaz.operator.runtime import IDX_PLAYGROUNDS, Indexes, Runtime
 
@@ -53,28 +51,22 @@ def recorded(
     return make_runtime(None), passes, reconciles
 
 
-def _deliver(
-    rt: Runtime, handler_id: str, body: dict[str, Any], indexes: dict[str, Any] | None = None
-) -> None:
-    plural = str(body["kind"]).lower() + "s"
-    fn = next(
-        h.fn
-        for h in build_registry()._watching.get_all_handlers()
-        if h.id == handler_id and h.selector is not None and h.selector.any_name == plural
+def _deliver(rt: Runtime, body: dict[str, Any], indexes: dict[str, Any] | None = None) -> None:
+    rt.indexes = Indexes(indexes or {})
+    handler = next(
+        k.handler for k in watched_kinds(rt) if (k.api_version, k.kind) == (body["apiVersion"], body["kind"])
     )
-    memo = kopf.Memo()
-    memo[MEMO_KEY] = rt
-    group, _, version = str(body["apiVersion"]).rpartition("/")
-    resource = kopf.Resource(group, version, plural)
-    event = {"type": "MODIFIED", "object": body}
-    kwargs = {"name": body["metadata"]["name"], "resource": resource, **(indexes or {})}
-    asyncio.run(fn(event=event, body=kopf.Body(body), memo=memo, **kwargs))
+
+    async def deliver() -> None:  # (as the watches do: on the event loop)
+        handler("MODIFIED", body)
+
+    asyncio.run(deliver())
 
 
 def test_a_workload_event_queues_its_namespace_and_its_reconcile(recorded: Any) -> None:
     rt, passes, reconciles = recorded
-    _deliver(rt, "register.<locals>.playground_event", PLAYGROUND)
-    _deliver(rt, "register.<locals>.service_event", SERVICE)
+    _deliver(rt, PLAYGROUND)
+    _deliver(rt, SERVICE)
     assert passes == [("team-a",), ("team-a",)]
     assert reconciles == [("Playground", "team-a", "chat"), ("Service", "team-a", "embed")]
 
@@ -82,8 +74,7 @@ def test_a_workload_event_queues_its_namespace_and_its_reconcile(recorded: Any) 
 def test_a_model_event_queues_the_namespaces_of_its_dependents(recorded: Any) -> None:
     rt, passes, reconciles = recorded
     index = {IDX_PLAYGROUNDS: {k: [v] for k, v in playground.index_entries(PLAYGROUND).items()}}
-    _deliver(rt, "register_referenced_kind.<locals>.referenced_event", MODEL, index)
-    assert isinstance(rt.indexes, Indexes)
+    _deliver(rt, MODEL, index)
     assert passes == [("team-a",)]
     assert reconciles == [("Playground", "team-a", "chat")]  # its first sight of the model's spec
 
@@ -98,7 +89,7 @@ def test_a_failing_integrations_part_is_logged_and_the_object_still_reconciled(
 
     monkeypatch.setattr(IntegrationState, "relevant", broken)
     with caplog.at_level(logging.ERROR, logger=integrations.__name__):
-        _deliver(rt, "register.<locals>.playground_event", PLAYGROUND)
+        _deliver(rt, PLAYGROUND)
     assert reconciles == [("Playground", "team-a", "chat")]
     assert passes == []
     assert "integration state broken" in caplog.text

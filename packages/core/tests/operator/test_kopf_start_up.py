@@ -62,8 +62,8 @@ async def _process_listing(settings: kopf.OperatorSettings) -> set[str]:
         handled.add(raw_event["object"]["metadata"]["uid"])
 
     operator_indexed = aiotoggles.ToggleSet(all)
-    resource_indexed = await operator_indexed.make_toggle(name="playgrounds listing")
-    resource = kopf.Resource("inference.llmaz.io", "v1alpha1", "playgrounds", namespaced=True)
+    resource_indexed = await operator_indexed.make_toggle(name="nodes listing")
+    resource = kopf.Resource("", "v1", "nodes", namespaced=False)
     mp = pytest.MonkeyPatch()
     mp.setattr(queueing.watching, "infinite_watch", listing)
     task = asyncio.create_task(
@@ -177,7 +177,7 @@ def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> 
     """LeaderWorkerSets, core Services, HPAs and ResourceClaimTemplates: watched by the operator's
     own watches (not kopf: no kopf handler takes them), only llmaz's reaching the operator;
     inference Services (users write them: they have the same plural as core Services) and
-    Playgrounds are kopf's, with every object."""
+    Playgrounds, OpenModels and BackendRuntimes are the operator's too, with every object."""
     own = {k.path(None): k.selector for k in watched_kinds(_runtime())}
     for api_version, plural in (
         ("leaderworkerset.x-k8s.io/v1", "leaderworkersets"),
@@ -192,12 +192,18 @@ def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> 
         registry = build_registry()
         assert not registry._watching.has_handlers(resource=resource), plural
         assert not registry._indexing.has_handlers(resource=resource), plural
-    selectors = _settings(WORKERS).watching.label_selectors
-    for resource in (
-        Resource("inference.llmaz.io", "v1alpha1", "services"),
-        Resource("inference.llmaz.io", "v1alpha1", "playgrounds"),
+    registry = build_registry()
+    for path, group, plural in (
+        ("/apis/inference.llmaz.io/v1alpha1/services", "inference.llmaz.io", "services"),
+        ("/apis/inference.llmaz.io/v1alpha1/playgrounds", "inference.llmaz.io", "playgrounds"),
+        ("/apis/inference.llmaz.io/v1alpha1/backendruntimes", "inference.llmaz.io", "backendruntimes"),
+        ("/apis/llmaz.io/v1alpha1/openmodels", "llmaz.io", "openmodels"),
     ):
-        assert list(selectors.collect(resource)) == [], resource
+        assert own[path] == "", plural
+        resource = Resource(group, "v1alpha1", plural)
+        assert not registry._indexing.has_handlers(resource=resource), plural
+        # kopf keeps preheat's handler of OpenModels (with the nodes and preheat Jobs it reads)
+        assert registry._watching.has_handlers(resource=resource) == (plural == "openmodels"), plural
 
 
 def _runtime() -> Runtime:

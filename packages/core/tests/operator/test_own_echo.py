@@ -2,7 +2,7 @@
 status write still reconciles its Playground, which shows it), and an inference Service its
 Playground just applied is reconciled next, from the apply's answer (issue 15); anything else that
 reaches a child or a Playground's inference Service still reconciles its owner, so a hand edit or a
-deletion is repaired. The operator's real kopf handlers and work queue, called as kopf calls them,
+deletion is repaired. The operator's real watch handlers and work queue, called as its watches call them,
 against a stand-in for the API server's child writes (the real API server is in e2e/test_operator.py)."""
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import copy
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import kopf
 import pytest
 
 from llmaz.operator import engine
-from llmaz.operator.handlers import build_registry, children, playground, pods, service, watched_kinds
-from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.handlers import children, playground, pods, service, watched_kinds
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import Creating, Runtime, owner_reference
 from llmaz.render.plan import Plan
@@ -57,32 +55,26 @@ def queued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str]]:
     return calls
 
 
-PLAYGROUND_EVENT = "register.<locals>.playground_event"
-SERVICE_EVENT = "register.<locals>.service_event"
-
-
-def _handler(handler_id: str) -> Any:
-    registry = build_registry()
-    return next(h.fn for h in registry._watching.get_all_handlers() if h.id == handler_id)
-
-
 def _child_handler(rt: Runtime) -> Any:
     """The operator's own watch's handler of LeaderWorkerSet events."""
     return next(k.handler for k in watched_kinds(rt) if k.kind == "LeaderWorkerSet")
 
 
-async def _event(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
-    """Call the kopf handler ``handler_id`` with a ``kind`` event of ``body``, as kopf calls it."""
-    memo = kopf.Memo()
-    memo[MEMO_KEY] = rt
-    group, _, version = str(body["apiVersion"]).rpartition("/")
-    resource = kopf.Resource(group, version, str(body["kind"]).lower() + "s")  # as kopf passes it
-    event = {"type": kind, "object": body}
-    await _handler(handler_id)(event=event, body=kopf.Body(body), memo=memo, resource=resource)
+def _handler(rt: Runtime, body: dict[str, Any]) -> Any:
+    """The operator's own watch's handler of ``body``'s kind."""
+    return next(
+        k.handler for k in watched_kinds(rt) if (k.api_version, k.kind) == (body["apiVersion"], body["kind"])
+    )
 
 
-def _deliver(rt: Runtime, handler_id: str, kind: str, body: dict[str, Any]) -> None:
-    asyncio.run(_event(rt, handler_id, kind, body))
+def _deliver(rt: Runtime, kind: str, body: dict[str, Any]) -> None:
+    """``body``'s event as the operator's own watch of its kind hands it over."""
+    handler = _handler(rt, body)
+
+    async def deliver() -> None:  # (as the watches do: on the event loop)
+        handler(kind, body)
+
+    asyncio.run(deliver())
 
 
 def _applied(
@@ -178,17 +170,17 @@ def test_a_playgrounds_service_coming_back_reconciles_nobody_once_reconciled_fro
 ) -> None:
     rt.queue.workers = rt.config.workers
     live = _service_applied_by_playground(rt, apply_children)
-    _deliver(rt, SERVICE_EVENT, "ADDED", live)
+    _deliver(rt, "ADDED", live)
     assert queued == [("Service", "ns", "chat")]  # its reconcile from the answer has not run yet
 
     rt.fresh.clear()  # as that reconcile does
-    _deliver(rt, SERVICE_EVENT, "MODIFIED", live)
+    _deliver(rt, "MODIFIED", live)
     assert queued == [("Service", "ns", "chat")]
 
     status = copy.deepcopy(live)
     status["metadata"]["resourceVersion"] = "600"
     status["status"] = {"conditions": [{"type": "Available", "status": "True"}]}
-    _deliver(rt, SERVICE_EVENT, "MODIFIED", status)  # its own status write
+    _deliver(rt, "MODIFIED", status)  # its own status write
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
@@ -206,7 +198,7 @@ def test_a_create_coming_back_before_its_answer_reconciles_nobody(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     ours = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
-    _deliver(rt, SERVICE_EVENT, "ADDED", ours)
+    _deliver(rt, "ADDED", ours)
     _child_handler(rt)("ADDED", _created_before_the_answer(rt, SERVICE, LWS))
     assert queued == []  # the answers queue the inference Service; nothing else has changed
 
@@ -221,7 +213,7 @@ def test_an_object_of_a_name_being_created_that_is_not_our_render_reconciles_its
 
     theirs = _created_before_the_answer(rt, PLAYGROUND, _service_as_rendered())
     del theirs["metadata"]["annotations"]  # e.g. written by hand
-    _deliver(rt, SERVICE_EVENT, "ADDED", theirs)
+    _deliver(rt, "ADDED", theirs)
     assert queued[1:] == [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 
@@ -258,13 +250,13 @@ def test_our_own_status_write_coming_back_does_not_reconcile_the_playground_agai
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     live = _status_written(rt, PLAYGROUND)
-    _deliver(rt, PLAYGROUND_EVENT, "MODIFIED", live)
+    _deliver(rt, "MODIFIED", live)
     assert queued == []
 
     edited = copy.deepcopy(live)
     edited["metadata"]["resourceVersion"] = "900"  # anyone else's write after ours
     edited["metadata"]["labels"] = {"team": "a"}
-    _deliver(rt, PLAYGROUND_EVENT, "MODIFIED", edited)
+    _deliver(rt, "MODIFIED", edited)
     assert queued == [("Playground", "ns", "chat")]
 
 
@@ -272,12 +264,12 @@ def test_a_services_own_status_write_coming_back_reconciles_only_its_playground(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
     live = _status_written(rt, _playgrounds_service())
-    _deliver(rt, SERVICE_EVENT, "MODIFIED", live)
+    _deliver(rt, "MODIFIED", live)
     assert queued == [("Playground", "ns", "chat")]  # it shows the Service's status
 
     other = copy.deepcopy(live)
     other["metadata"]["resourceVersion"] = "900"  # someone else's write: the Service reconciles too
-    _deliver(rt, SERVICE_EVENT, "MODIFIED", other)
+    _deliver(rt, "MODIFIED", other)
     assert queued[1:] == BOTH_OWNERS
 
 
@@ -286,7 +278,6 @@ BOTH_OWNERS = [("Service", "ns", "chat"), ("Playground", "ns", "chat")]
 
 def _echo_before_the_answer(
     rt: Runtime,
-    handler_id: str,
     owner: dict[str, Any],
     changed: Callable[[dict[str, Any]], None] = lambda _live: None,
 ) -> None:
@@ -300,7 +291,7 @@ def _echo_before_the_answer(
         live["metadata"]["resourceVersion"] = str(rt.kube.version + 1)  # type: ignore[attr-defined]
         live["status"] = copy.deepcopy(args[-1])
         changed(live)
-        await _event(rt, handler_id, "MODIFIED", live)
+        _handler(rt, live)("MODIFIED", live)
         return await answer(*args)
 
     rt.kube.patch_status_async = echo_first  # type: ignore[method-assign]
@@ -311,7 +302,7 @@ def _echo_before_the_answer(
 def test_our_status_write_coming_back_before_its_answer_does_not_reconcile_the_playground(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
-    _echo_before_the_answer(rt, PLAYGROUND_EVENT, PLAYGROUND)
+    _echo_before_the_answer(rt, PLAYGROUND)
     assert queued == []
 
 
@@ -330,14 +321,14 @@ def test_a_write_by_someone_else_while_our_status_write_waits_reconciles_the_pla
     queued: list[tuple[str, str, str]],
     someone_else: Callable[[dict[str, Any]], None],
 ) -> None:
-    _echo_before_the_answer(rt, PLAYGROUND_EVENT, PLAYGROUND, someone_else)
+    _echo_before_the_answer(rt, PLAYGROUND, someone_else)
     assert queued == [("Playground", "ns", "chat")]
 
 
 def test_a_services_status_write_coming_back_before_its_answer_reconciles_only_its_playground(
     rt: Runtime, queued: list[tuple[str, str, str]]
 ) -> None:
-    _echo_before_the_answer(rt, SERVICE_EVENT, _playgrounds_service())
+    _echo_before_the_answer(rt, _playgrounds_service())
     assert queued == [("Playground", "ns", "chat")]
 
 

@@ -84,3 +84,35 @@ def test_marked_model_gets_one_job_in_the_configured_namespace_and_reports_progr
     cond = conditions(status)["Preheated"]
     assert (cond["status"], cond["reason"], cond["observedGeneration"]) == ("True", "Preheated", 2)
     assert status["preheat"] == {"nodes": 1, "preheated": 1, "failed": 0}
+
+
+def test_before_kopf_lists_nodes_and_jobs_the_preheat_part_of_the_status_stays() -> None:
+    """The OpenModels come through the operator's own watch, the nodes and preheat Jobs through
+    kopf's, which may list them later: a refresh in between must not report the Jobs as missing
+    (nor drop the counts); it keeps what the status says, and once kopf's indexes are there the
+    refresh reports them."""
+    rt = runtime(CACHE, **MARKED)
+    model = rt.indexes.model("qwen")  # type: ignore[union-attr]
+    assert model is not None
+    before = {
+        "conditions": [
+            {
+                "type": "Preheated",
+                "status": "True",
+                "reason": "Preheated",
+                "message": "1 of 1",
+                "lastTransitionTime": "2025-12-31T00:00:00Z",
+            }
+        ],
+        "preheat": {"nodes": 1, "preheated": 1, "failed": 0},
+    }
+    model["status"] = before
+    rt.indexes = Indexes({IDX_MODELS: {"qwen": [model]}})  # kopf's indexes not adopted yet
+    status = desired_status(rt, "model", model)
+    assert conditions(status)["Preheated"] == before["conditions"][0]
+    assert status["preheat"] == before["preheat"]
+    assert set(conditions(status)) == {"InUse", "Preheated"}
+    rt.indexes.adopt({IDX_NODES: {"n1": [{"name": "n1", "labels": {"pool": "l4"}}]}, IDX_PREHEAT_JOBS: {}})
+    status = desired_status(rt, "model", model)
+    assert conditions(status)["Preheated"]["reason"] == "Preheating"  # its Job does not exist
+    assert status["preheat"] == {"nodes": 1, "preheated": 0, "failed": 0}

@@ -164,20 +164,24 @@ def test_a_failing_handler_keeps_the_index_and_the_stream(
     assert "handling ADDED pod-1 of pods failed" in caplog.text
 
 
-def test_store_keeps_each_object_under_one_key() -> None:
-    store = Store(lambda o: o.get("key"), lambda o: o["value"])
-    store.put({"metadata": {"uid": "1"}, "key": "a", "value": 1})
-    store.put({"metadata": {"uid": "2"}, "key": "a", "value": 2})
+def test_store_keeps_each_object_under_its_keys() -> None:
+    store = Store(lambda o: dict.fromkeys(o["keys"], o["value"]))
+    store.put({"metadata": {"uid": "1"}, "keys": ["a"], "value": 1})
+    store.put({"metadata": {"uid": "2"}, "keys": ["a", "r"], "value": 2})
     assert sorted(store["a"]) == [1, 2]
-    store.put({"metadata": {"uid": "1"}, "key": "b", "value": 3})
+    assert list(store["r"]) == [2]
+    store.put({"metadata": {"uid": "1"}, "keys": ["b"], "value": 3})
     assert list(store["a"]) == [2]
     assert list(store["b"]) == [3]
-    store.put({"metadata": {"uid": "2"}, "key": None, "value": 4})  # no key: out of the index
+    store.put({"metadata": {"uid": "2"}, "keys": ["a"], "value": 5})  # one key fewer: gone from it
+    assert "r" not in store
+    assert store.kept("2") == {"a": 5}
+    store.put({"metadata": {"uid": "2"}, "keys": [], "value": 4})  # no key: out of the index
     assert "a" not in store
     assert list(store) == ["b"]
     store.discard("1")
     assert len(store) == 0
-    assert store.value("1") is None
+    assert store.kept("1") is None
 
 
 def test_reconciles_wait_until_the_children_are_listed(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -315,3 +319,48 @@ def test_an_owner_found_gone_is_forgotten_once_its_deletion_arrives(
     assert "svc-c" in rt.gone  # never reconciled again while the index still holds it
     rt.forget("svc-c")  # its DELETED event
     assert "svc-c" not in rt.gone
+
+
+def test_cluster_scoped_kinds_are_watched_once_when_the_operator_serves_some_namespaces(rt: Runtime) -> None:
+    watches = Watches(None, watched_kinds(rt), ["a", "b"], rt.metrics.count_event)  # type: ignore[arg-type]
+    for kind in ("OpenModel", "BackendRuntime"):
+        stream = watches.stream(kind)
+        assert stream.kind.path(stream.namespace) == f"/apis/{stream.kind.api_version}/{kind.lower()}s"
+        with pytest.raises(StopIteration):
+            watches.stream(kind, "a")
+    for kind in ("Playground", "LeaderWorkerSet", "Pod"):
+        assert {watches.stream(kind, ns).namespace for ns in ("a", "b")} == {"a", "b"}
+
+
+def test_a_playground_deleted_while_the_watch_was_down_is_dropped_with_what_is_kept_of_it(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relisting after 410 Gone that lacks a Playground hands its deletion to the handler (kopf's
+    relisting sent only what exists): out of the index, what the operator kept of it forgotten, and
+    its model's status refreshed (it is no longer a user)."""
+    marked: list[Any] = []
+    monkeypatch.setattr("llmaz.operator.usage.mark", lambda _rt, refs: marked.append(sorted(refs)))
+    pg = {
+        "metadata": {"name": "chat", "namespace": "ns", "uid": "pg-1", "resourceVersion": "4"},
+        "spec": {"modelClaim": {"modelName": "qwen"}},
+    }
+
+    async def scenario() -> Indexes:
+        watches = Watches(None, watched_kinds(rt), [], rt.metrics.count_event)  # type: ignore[arg-type]
+        rt.stores, rt.indexes = watches.stores, Indexes({}, watches.stores)
+        stream = watches.stream("Playground")
+        stream.relisted([copy.deepcopy(pg)])
+        stream.event(
+            {"type": "MODIFIED", "object": {**pg, "metadata": {**pg["metadata"], "resourceVersion": "5"}}},
+            "4",
+        )
+        rt.statuses["pg-1"] = ({}, 5)
+        stream.relisted([])  # after 410 Gone: the Playground was deleted meanwhile
+        return rt.indexes
+
+    idx = asyncio.run(scenario())
+    assert idx.playground("ns", "chat") is None
+    assert idx.dependents("model", "qwen") == []
+    assert "pg-1" not in rt.statuses
+    assert "pg-1" not in rt.references
+    assert ("model", "qwen") in marked[-1]

@@ -27,7 +27,7 @@ from llmaz.operator.health import HealthServer
 from llmaz.operator.kube import Kube
 from llmaz.operator.leader import LeaderElector
 from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.runtime import Indexes, Runtime
 from llmaz.operator.watch import Watches
 from llmaz.operator.webhook_server import WebhookError, WebhookServer
 from llmaz.plugins.manager import PluginManager
@@ -140,9 +140,11 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
 
-    # children and serving pods: watched by the operator's own lean watches (llmaz.operator.watch)
+    # what reconciles read: watched by the operator's own lean watches (llmaz.operator.watch);
+    # kopf's indexes (preheat's) join rt.indexes when its handlers first run
     watches = Watches(kube, watched_kinds(rt), config.namespaces, metrics.count_event)
     rt.stores, rt.listed = watches.stores, watches.listed
+    rt.indexes = Indexes({}, watches.stores)
     watches.start()
     stop_flag: asyncio.Event = asyncio.Event()
     ready_flag: asyncio.Event = asyncio.Event()

@@ -2,9 +2,9 @@
 
 * :class:`Runtime`: configuration, plugin manager, API adapter, metrics, the work queue and the
   small caches that keep an event caused by our own write from writing again.
-* :class:`Indexes`: the kopf indexes (objects by name, dependents by referenced model/backend)
-  and the operator's own (:mod:`llmaz.operator.watch`: children by owner uid, serving pods by
-  LeaderWorkerSet), as one typed view.
+* :class:`Indexes`: the operator's own indexes (:mod:`llmaz.operator.watch`: objects by name,
+  dependents by referenced model/backend, children by owner uid, serving pods by LeaderWorkerSet)
+  and kopf's (preheat's nodes, Jobs and pods), as one typed view.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmaz.api import Service as InferenceService
 from llmaz.api.conventions import ANNOTATION_RENDER_HASH
@@ -27,6 +27,9 @@ from llmaz.operator.kube import Kube, ObjectKey
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.status import status_changed
 from llmaz.plugins.manager import PluginManager
+
+if TYPE_CHECKING:
+    from llmaz.operator.integrations import IntegrationState
 
 log = logging.getLogger("llmaz.operator")
 
@@ -203,13 +206,25 @@ def parsed_entries(
 
 
 class Indexes:
-    """Typed access to the kopf indexes a handler received as keyword arguments, and to the
-    operator's own (``own``: :attr:`Runtime.stores`, children and serving pods)."""
+    """Typed access to the operator's own indexes (``own``: :attr:`Runtime.stores`) and to kopf's,
+    which its handlers receive as keyword arguments (:meth:`adopt`)."""
 
     def __init__(self, raw: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> None:
         self._raw = {k: v for k, v in raw.items() if k.startswith("llmaz_")}
         if own:
             self._raw.update(own)
+
+    def adopt(self, kopf_kwargs: Mapping[str, Any]) -> None:
+        """Take the kopf indexes among a kopf handler's keyword arguments (the same live objects
+        in every call; kopf calls no handler before all of them are listed)."""
+        for key, value in kopf_kwargs.items():
+            if key.startswith("llmaz_") and key not in self._raw:
+                self._raw[key] = value
+
+    @property
+    def preheat_listed(self) -> bool:
+        """Whether kopf's indexes of nodes and preheat Jobs and pods are here (see :meth:`adopt`)."""
+        return IDX_NODES in self._raw
 
     def _values(self, index: str, key: Any) -> list[Any]:
         idx = self._raw.get(index)
@@ -520,14 +535,17 @@ class Runtime:
     (:mod:`llmaz.operator.usage`)."""
     usage_flush: asyncio.Task[Any] | None = None
     gone: set[str] = field(default_factory=set)
-    """uids of Playgrounds and inference Services the API server no longer has although kopf's
-    index still holds them: kopf's relisting after 410 Gone sends only the objects that exist, so
-    one deleted while the watch was down stays in its index. Never reconciled again: creating
-    children for it made children the garbage collector deleted at once, whose deletion queued
-    the same reconcile, in a loop (found by the watch-gone scenario)."""
+    """uids of Playgrounds and inference Services the API server no longer has although the index
+    still holds them (their deletion comes on another watch than their children's, and may come
+    later; until issue 15's seventeenth round kopf watched them, whose relisting after 410 Gone
+    never reported one deleted meanwhile). Never reconciled again: creating children for it made
+    children the garbage collector deleted at once, whose deletion queued the same reconcile, in a
+    loop (found by the watch-gone scenario)."""
     stores: dict[str, Any] = field(default_factory=dict)
-    """The indexes of :class:`llmaz.operator.watch.Watches` (children, serving pods) by index id,
-    read through :class:`Indexes` with kopf's."""
+    """The indexes of :class:`llmaz.operator.watch.Watches` (everything reconciles read) by index
+    id, read through :class:`Indexes` with kopf's (preheat's)."""
+    integrations: IntegrationState | None = None
+    """What the integrations' passes keep (:func:`llmaz.operator.handlers.integrations.state`)."""
     listed: asyncio.Event | None = None
     """Set once those watches have listed every object once: reconciles wait for it (``None``: no
     such watches, nothing to wait for)."""

@@ -21,7 +21,12 @@ from llmaz.operator import preheat
 from llmaz.operator.engine import patch_status_once
 from llmaz.operator.kube import KubeError
 from llmaz.operator.runtime import Runtime, Snapshot
-from llmaz.operator.status import in_use_condition, managed_by_condition, preheated_condition
+from llmaz.operator.status import (
+    CONDITION_PREHEATED,
+    in_use_condition,
+    managed_by_condition,
+    preheated_condition,
+)
 
 log = logging.getLogger("llmaz.operator")
 
@@ -54,6 +59,11 @@ def desired_status(rt: Runtime, ref: str, snap: Snapshot) -> dict[str, Any]:
     conditions.append(in_use_condition(users, generation, current, rt.clock()))
     if ref != "model":
         return {"conditions": conditions}
+    if preheat.marked(snap) and not rt.indexes.preheat_listed:
+        # kopf has not listed the nodes and preheat Jobs yet: what the status says of them stays
+        # (its listing refreshes this status again: handlers.preheat)
+        kept = [c for c in current.get("conditions") or [] if c.get("type") == CONDITION_PREHEATED]
+        return {"conditions": conditions + kept, "preheat": current.get("preheat")}
     state = preheat.report(rt, snap)
     if state is not None:
         conditions.append(preheated_condition(state, generation, current, rt.clock()))

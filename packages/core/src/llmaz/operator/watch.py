@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 
 from llmaz.operator.kube import USER_AGENT, Kube, resource_path
-from llmaz.operator.runtime import resource_version, uid_of
+from llmaz.operator.runtime import Packed, resource_version, uid_of
 
 log = logging.getLogger("llmaz.operator")
 
@@ -63,42 +63,63 @@ Handler = Callable[[str | None, Mapping[str, Any]], None]
 listing) and object, after the index holds the change."""
 
 
-class Store(Mapping[Any, Collection[Any]]):
-    """An index as :class:`~llmaz.operator.runtime.Indexes` reads kopf's: index key -> the values
-    of the objects under it. Each object (by uid) is under at most one key; ``key_of`` returning
-    ``None`` keeps it out."""
+Entries = Mapping[Any, Any]
+"""What an index keeps of one object: index key -> value (several keys, e.g. a Playground by
+``(namespace, name)`` and by each model it references; none keeps the object out)."""
 
-    def __init__(
-        self, key_of: Callable[[Mapping[str, Any]], Any], value_of: Callable[[Mapping[str, Any]], Any]
-    ) -> None:
-        self._key_of = key_of
-        self._value_of = value_of
+
+def keyed(
+    key_of: Callable[[Mapping[str, Any]], Any], value_of: Callable[[Mapping[str, Any]], Any]
+) -> Callable[[Mapping[str, Any]], Entries]:
+    """The ``entries_of`` of a kind indexed under one key per object (``key_of`` returning ``None``
+    keeps it out)."""
+
+    def entries_of(obj: Mapping[str, Any]) -> Entries:
+        key = key_of(obj)
+        return {} if key is None else {key: value_of(obj)}
+
+    return entries_of
+
+
+def first_packed(entries: Entries) -> Mapping[str, Any]:
+    """The body kept among an object's entries (its one :class:`~llmaz.operator.runtime.Packed`
+    value, unpacked): the ``body_of`` of every watched kind."""
+    return next(v for v in entries.values() if isinstance(v, Packed)).load()
+
+
+class Store(Mapping[Any, Collection[Any]]):
+    """An index as :class:`~llmaz.operator.runtime.Indexes` reads it (kopf's have the same shape):
+    index key -> the values of the objects under it. ``entries_of`` gives an object's keys and
+    values."""
+
+    def __init__(self, entries_of: Callable[[Mapping[str, Any]], Entries]) -> None:
+        self._entries_of = entries_of
         self._by_key: dict[Any, dict[str, Any]] = {}
-        self._where: dict[str, Any] = {}
+        self._where: dict[str, tuple[Any, ...]] = {}
 
     def put(self, obj: Mapping[str, Any]) -> None:
         uid = uid_of(obj)
-        key = self._key_of(obj)
-        if self._where.get(uid, key) != key or key is None:
+        entries = self._entries_of(obj)
+        keys = tuple(entries)
+        if self._where.get(uid, keys) != keys:
             self.discard(uid)
-        if key is None:
+        if not keys:
             return
-        self._by_key.setdefault(key, {})[uid] = self._value_of(obj)
-        self._where[uid] = key
+        for key, value in entries.items():
+            self._by_key.setdefault(key, {})[uid] = value
+        self._where[uid] = keys
 
     def discard(self, uid: str) -> None:
-        key = self._where.pop(uid, None)
-        if key is None:
-            return
-        bucket = self._by_key[key]
-        bucket.pop(uid, None)
-        if not bucket:
-            del self._by_key[key]
+        for key in self._where.pop(uid, ()):
+            bucket = self._by_key[key]
+            bucket.pop(uid, None)
+            if not bucket:
+                del self._by_key[key]
 
-    def value(self, uid: str) -> Any:
-        """The value kept of object ``uid``, or ``None``."""
-        key = self._where.get(uid)
-        return None if key is None else self._by_key[key].get(uid)
+    def kept(self, uid: str) -> Entries | None:
+        """What is kept of object ``uid`` (its entries), or ``None``."""
+        keys = self._where.get(uid)
+        return None if keys is None else {key: self._by_key[key][uid] for key in keys}
 
     def __getitem__(self, key: Any) -> Collection[Any]:
         return self._by_key[key].values()
@@ -117,19 +138,20 @@ class Store(Mapping[Any, Collection[Any]]):
 class WatchedKind:
     """One kind to list and watch: what (``api_version``, ``kind``; both are filled into listed
     items, which the API server sends without them), which objects (``selector``, a label
-    selector the API server applies), the index it fills (``store_id``, ``key_of``, ``value_of``;
-    ``body_of`` turns a kept value back into a body for a deletion found by relisting), and the
-    ``handler`` of its events. ``resource`` is the ``llmaz_watch_events_total`` label."""
+    selector the API server applies; empty: all), the index it fills (``store_id``,
+    ``entries_of``; a deletion found by relisting is handled with the body kept there, see
+    :func:`first_packed`), and the ``handler`` of its events. ``resource`` is the
+    ``llmaz_watch_events_total`` label. A kind that is not ``namespaced`` is watched cluster-wide
+    even when the operator serves some namespaces only."""
 
     api_version: str
     kind: str
     selector: str
     store_id: str
-    key_of: Callable[[Mapping[str, Any]], Any]
-    value_of: Callable[[Mapping[str, Any]], Any]
-    body_of: Callable[[Any], Mapping[str, Any]]
+    entries_of: Callable[[Mapping[str, Any]], Entries]
     handler: Handler
     resource: str
+    namespaced: bool = True
 
     def path(self, namespace: str | None) -> str:
         return resource_path(self.api_version, self.kind, namespace)
@@ -160,9 +182,11 @@ class Watches:
     ) -> None:
         self._kube = kube
         self._count = count_event
-        self.stores: dict[str, Store] = {k.store_id: Store(k.key_of, k.value_of) for k in kinds}
+        self.stores: dict[str, Store] = {k.store_id: Store(k.entries_of) for k in kinds}
         scopes: list[str | None] = list(namespaces) or [None]  # None: cluster-wide
-        self._streams = [_Stream(self, kind, ns) for kind in kinds for ns in scopes]
+        self._streams = [
+            _Stream(self, kind, ns) for kind in kinds for ns in (scopes if kind.namespaced else [None])
+        ]
         self._unlisted = set(range(len(self._streams)))
         self._failing: set[int] = set()
         self.listed = asyncio.Event()
@@ -322,11 +346,11 @@ class _Stream:
     def _end_listing(self, seen: set[str]) -> None:
         self._listed_once = True
         for uid in [u for u in self._known if u not in seen]:
-            kept = self._store.value(uid)
+            kept = self._store.kept(uid)
             self._known.pop(uid, None)
             self._store.discard(uid)
-            if kept is not None:
-                self._handle("DELETED", self.kind.body_of(kept))
+            if kept:
+                self._handle("DELETED", first_packed(kept))
 
     async def _watch(self, version: str) -> str:
         params = {

@@ -24,24 +24,25 @@ __all__ = ["build_registry", "watched_kinds"]
 
 
 def build_registry() -> kopf.OperatorRegistry:
-    """Every kopf watch of the leader. (Children and serving pods are watched by
+    """The leader's kopf handlers: start-up and clean-up, and preheat's watches (nodes, preheat
+    Jobs and pods, OpenModels). (The kinds reconciles read are watched by
     :mod:`llmaz.operator.watch`, see :func:`watched_kinds`; admission webhooks are not kopf's:
     every replica serves them, see :mod:`llmaz.operator.webhook_server`.)"""
     registry = kopf.OperatorRegistry()
-    for module in (
-        lifecycle,
-        openmodel,
-        backendruntime,
-        playground,
-        service,
-        integrations,
-        preheat,
-    ):
+    for module in (lifecycle, integrations, preheat):
         module.register(registry)
     return registry
 
 
 def watched_kinds(rt: Runtime) -> list[WatchedKind]:
-    """What :class:`llmaz.operator.watch.Watches` watches for the leader: the children other than
-    inference Services, and serving pods."""
-    return [*children.watched_kinds(rt), pods.watched_kind(rt)]
+    """What :class:`llmaz.operator.watch.Watches` watches for the leader: everything a reconcile
+    reads (OpenModels, BackendRuntimes, Playgrounds, inference Services, the other children,
+    serving pods)."""
+    return [
+        openmodel.watched_kind(rt),
+        backendruntime.watched_kind(rt),
+        playground.watched_kind(rt),
+        service.watched_kind(rt),
+        *children.watched_kinds(rt),
+        pods.watched_kind(rt),
+    ]

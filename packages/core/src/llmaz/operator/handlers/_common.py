@@ -14,14 +14,19 @@ from llmaz.api import BackendRuntime, OpenModel
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue_many
 from llmaz.operator.runtime import Indexes, Runtime, pack, uid_of
+from llmaz.operator.watch import WatchedKind
 
 MEMO_KEY = "llmaz"
 
 
 def runtime(memo: kopf.Memo, indexes: Mapping[str, Any]) -> Runtime:
-    """The :class:`Runtime` from kopf's memo, with the indexes this handler call received."""
+    """The :class:`Runtime` from kopf's memo, its :class:`Indexes` holding the kopf indexes this
+    handler call received."""
     rt: Runtime = memo[MEMO_KEY]
-    rt.indexes = Indexes(indexes, rt.stores)
+    if rt.indexes is None:
+        rt.indexes = Indexes(indexes, rt.stores)
+    else:
+        rt.indexes.adopt(indexes)
     return rt
 
 
@@ -106,36 +111,28 @@ def _serialized(data: Any) -> bytes:
         return json.dumps(data, sort_keys=True, default=str).encode()
 
 
-def register_referenced_kind(
-    registry: kopf.OperatorRegistry,
+def referenced_kind(
+    rt: Runtime,
     kind: type[OpenModel] | type[BackendRuntime],
     *,
     index_id: str,
     ref: str,
-    also: Callable[[kopf.Memo, Mapping[str, Any], str], None] | None = None,
-) -> None:
-    """Handlers of a kind that Playgrounds and Services reference by name (OpenModel, BackendRuntime).
+    also: Callable[[Runtime, str | None, Mapping[str, Any]], None] | None = None,
+) -> WatchedKind:
+    """A kind that Playgrounds and Services reference by name (OpenModel, BackendRuntime), for
+    :class:`~llmaz.operator.watch.Watches`.
 
-    Indexed by name under ``index_id``; every event queues a refresh of its ``InUse`` status; a change of what
-    dependents render from reconciles each Playground and Service referencing it (``ref`` is the
-    reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``). ``also`` is called
-    with ``(memo, event, name)`` for every event (the integrations' for OpenModels).
+    Indexed by name under ``index_id``; every event queues a refresh of its ``InUse`` status; a change
+    of what dependents render from reconciles each Playground and Service referencing it (``ref`` is
+    the reference kind of :meth:`Indexes.dependents`, ``"model"`` or ``"backend"``). ``also`` is
+    called with ``(rt, event type, object)`` for every event (the integrations' for OpenModels).
     """
     inputs = InputDigests()
 
-    @kopf.index(kind.group, kind.version, kind.plural, id=index_id, registry=registry)
-    async def by_name(body: kopf.Body, name: str, **_: Any) -> dict[Any, Any]:
-        return {name: pack(body)}
-
-    @kopf.on.event(kind.group, kind.version, kind.plural, registry=registry)
-    async def referenced_event(
-        event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        count_event(memo, kw)
-        rt = runtime(memo, kw)
+    def referenced_event(change: str | None, body: Mapping[str, Any]) -> None:
+        name = str(body["metadata"]["name"])
         if also is not None:
-            also(memo, event, name)
-        change = event_type(event)
+            also(rt, change, body)
         if change != "DELETED":
             usage.mark(rt, [(ref, name)])  # rate-limited: our own status writes come back here
         else:
@@ -144,3 +141,14 @@ def register_referenced_kind(
             return  # a status-only change (our InUse write) changes nothing a dependent renders
         assert rt.indexes is not None
         enqueue_many(rt, rt.indexes.dependents(ref, name))
+
+    return WatchedKind(
+        api_version=kind.api_version_string(),
+        kind=kind.kind_name(),
+        selector="",
+        store_id=index_id,
+        entries_of=lambda body: {body["metadata"]["name"]: pack(body)},
+        handler=referenced_event,
+        resource=watched(kind.group, kind.plural),
+        namespaced=False,
+    )

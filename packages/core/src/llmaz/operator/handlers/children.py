@@ -15,8 +15,8 @@ from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers._common import InputDigests, watched
 from llmaz.operator.kube import ObjectKey
-from llmaz.operator.runtime import CHILD_KINDS, Packed, Runtime, controller_uid, owned_index_id, pack
-from llmaz.operator.watch import WatchedKind
+from llmaz.operator.runtime import CHILD_KINDS, Runtime, controller_uid, owned_index_id, pack
+from llmaz.operator.watch import WatchedKind, keyed
 
 OWNER_GROUP = "inference.llmaz.io"
 CHILD_SELECTOR = f"{MANAGED_BY}={MANAGER}"
@@ -55,9 +55,7 @@ def watched_kinds(rt: Runtime) -> list[WatchedKind]:
                 kind=kind,
                 selector=CHILD_SELECTOR,
                 store_id=owned_index_id(api_version, kind),
-                key_of=controller_uid,
-                value_of=pack,
-                body_of=Packed.load,
+                entries_of=keyed(controller_uid, pack),
                 handler=_handler(rt),
                 resource=watched(group, plural),
             )

@@ -6,9 +6,7 @@ update whose ``IntegrationsReady`` is not the one last computed (another writer 
 copy) queues its namespace too.
 
 The events reach :func:`workload_event` and :func:`model_event` from the Playground, Service and
-OpenModel handlers rather than through handlers of their own: each kopf handler of a watched
-resource costs ~0.2 ms of CPU per event, and Playgrounds and Services have several events each
-(issue 15)."""
+OpenModel handlers (:mod:`llmaz.operator.watch`'s) rather than through a watch of their own."""
 
 from __future__ import annotations
 
@@ -27,39 +25,39 @@ STATE_KEY = "llmaz_integrations"
 log = logging.getLogger(__name__)
 
 
-def _state(memo: kopf.Memo) -> IntegrationState:
-    state = memo.get(STATE_KEY)
-    if state is None:
-        state = memo[STATE_KEY] = IntegrationState()
-    assert isinstance(state, IntegrationState)
-    return state
+def state(rt: Runtime) -> IntegrationState:
+    """The integrations' state of this operator (made on first use)."""
+    if rt.integrations is None:
+        rt.integrations = IntegrationState()
+    return rt.integrations
 
 
-def workload_event(memo: kopf.Memo, event: Mapping[str, Any], body: kopf.Body) -> None:
-    """A Playground's or Service's event: queue its namespace unless it is a status update that
-    leaves ``IntegrationsReady`` as computed. Never raises: a failure here must not keep the
-    calling handler from reconciling the object."""
+def workload_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> None:
+    """A Playground's or Service's event (``change`` is its type, ``None`` for the listing): queue its
+    namespace unless it is a status update that leaves ``IntegrationsReady`` as computed. Never
+    raises: a failure here must not keep the calling handler from reconciling the object."""
+    meta = body.get("metadata") or {}
     try:
-        state = _state(memo)
-        if not state.relevant(event.get("type"), body) and not state.condition_lost(body):
+        kept = state(rt)
+        if not kept.relevant(change, body) and not kept.condition_lost(body):
             return
-        namespace = body.metadata.namespace or ""
-        if namespace in state.quiet and state.may_need_pass(body):
-            state.quiet.discard(namespace)
-        mark(memo[MEMO_KEY], state, namespace)
+        namespace = meta.get("namespace") or ""
+        if namespace in kept.quiet and kept.may_need_pass(body):
+            kept.quiet.discard(namespace)
+        mark(rt, kept, namespace)
     except Exception:
-        log.exception("integrations: event of %s/%s not handled", body.metadata.namespace, body.metadata.name)
+        log.exception("integrations: event of %s/%s not handled", meta.get("namespace"), meta.get("name"))
 
 
-def model_event(memo: kopf.Memo, event: Mapping[str, Any], name: str) -> None:
+def model_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> None:
     """An OpenModel's event (not the initial listing: the workloads' own listing covers every
     namespace): queue the namespaces of the Playgrounds and Services claiming it. Never raises."""
-    if not event.get("type"):
+    if change is None:
         return
+    name = str((body.get("metadata") or {}).get("name"))
     try:
-        rt: Runtime = memo[MEMO_KEY]
         assert rt.indexes is not None
-        mark(rt, _state(memo), *{ns for _, ns, _ in rt.indexes.dependents("model", name)})
+        mark(rt, state(rt), *{ns for _, ns, _ in rt.indexes.dependents("model", name)})
     except Exception:
         log.exception("integrations: event of OpenModel %s not handled", name)
 
@@ -68,4 +66,4 @@ def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.startup(registry=registry)
     async def start_resync(memo: kopf.Memo, **_: Any) -> None:
         rt: Runtime = memo[MEMO_KEY]
-        rt.spawn(resync(rt, _state(memo)))
+        rt.spawn(resync(rt, state(rt)))

@@ -1,20 +1,19 @@
 """Playground: indexed by name and by the model and backend it references (one index); every event
 reconciles it, except our own status write coming back
-(:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`)."""
+(:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`). Watched by :mod:`llmaz.operator.watch`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
 from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import count_event, event_type, runtime, track_references
-from llmaz.operator.runtime import IDX_PLAYGROUNDS, RefKey, pack, uid_of
+from llmaz.operator.handlers._common import track_references, watched
+from llmaz.operator.runtime import IDX_PLAYGROUNDS, RefKey, Runtime, pack, uid_of
+from llmaz.operator.watch import WatchedKind
 
 GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
 
@@ -43,22 +42,26 @@ def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
     return entries
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_PLAYGROUNDS, registry=registry)
-    async def by_name(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        return index_entries(body)
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def playground_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
-        count_event(memo, kw)
-        rt = runtime(memo, kw)
-        integrations.workload_event(memo, event, body)
+def watched_kind(rt: Runtime) -> WatchedKind:
+    def playground_event(change: str | None, body: Mapping[str, Any]) -> None:
+        integrations.workload_event(rt, change, body)
         uid = uid_of(body)
-        refs = set() if event_type(event) == "DELETED" else set(references(dict(body.get("spec") or {})))
+        refs = set() if change == "DELETED" else set(references(dict(body.get("spec") or {})))
         track_references(rt, uid, refs)
-        if event_type(event) == "DELETED":
+        if change == "DELETED":
             rt.forget(uid)
             return
-        if event_type(event) is not None and rt.own_status_echo(body):
+        if change is not None and rt.own_status_echo(body):
             return  # our own status write coming back: its reconcile saw everything else
-        enqueue(rt, "Playground", body.metadata.namespace or "", body.metadata.name or "")
+        meta = body["metadata"]
+        enqueue(rt, "Playground", meta.get("namespace") or "", meta["name"])
+
+    return WatchedKind(
+        api_version=Playground.api_version_string(),
+        kind=Playground.kind_name(),
+        selector="",
+        store_id=IDX_PLAYGROUNDS,
+        entries_of=index_entries,
+        handler=playground_event,
+        resource=watched(GROUP, PLURAL),
+    )

@@ -17,7 +17,7 @@ from llmaz.api.conventions import LABEL_MODEL_NAME
 from llmaz.operator.engine import enqueue_now, enqueue_soon
 from llmaz.operator.handlers._common import watched
 from llmaz.operator.runtime import IDX_PODS, Packed, Runtime
-from llmaz.operator.watch import WatchedKind
+from llmaz.operator.watch import WatchedKind, keyed
 from llmaz.render.objects import LWS_NAME_LABEL
 
 GROUP_VERSION, PLURAL = "v1", "pods"
@@ -76,9 +76,7 @@ def watched_kind(rt: Runtime) -> WatchedKind:
         kind="Pod",
         selector=SELECTOR,
         store_id=IDX_PODS,
-        key_of=_key,
-        value_of=lambda body: Packed(pod_snapshot(body)),
-        body_of=Packed.load,
+        entries_of=keyed(_key, lambda body: Packed(pod_snapshot(body))),
         handler=pod_event,
         resource=watched("", PLURAL),
     )

@@ -14,7 +14,7 @@ from llmaz.operator import usage
 from llmaz.operator.handlers._common import count_event, event_type, runtime
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.preheat import marked, reconcile_preheat
-from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, pack
+from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, pack, plain
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -24,6 +24,15 @@ JOB_GROUP, JOB_VERSION, JOB_PLURAL = "batch", "v1", "jobs"
 JOB_SELECTOR = LABEL_PREHEAT_MODEL
 """Label selector of the Job watch: preheat Jobs only (sent to the API server)."""
 _JOB_LABELS = {LABEL_PREHEAT_MODEL: kopf.PRESENT}
+
+
+async def listed(memo: kopf.Memo, kw: dict[str, Any]) -> Runtime:
+    """The runtime (:func:`~llmaz.operator.handlers._common.runtime`), once the operator's own
+    watches have listed the OpenModels these handlers read (kopf lists its kinds on its own)."""
+    rt = runtime(memo, kw)
+    if rt.listed is not None:
+        await rt.listed.wait()
+    return rt
 
 
 async def _refresh(rt: Runtime, model: str) -> None:
@@ -60,17 +69,24 @@ def register(registry: kopf.OperatorRegistry) -> None:
             node_seen[name] = digest
         if change is None:
             return  # initial listing: the models' own listing reconciles them
-        rt = runtime(memo, kw)
+        rt = await listed(memo, kw)
         for model in _concerned(rt):
             await _refresh(rt, model)
 
     @kopf.on.event(
         OpenModel.group, OpenModel.version, OpenModel.plural, id="llmaz-preheat-models", registry=registry
     )
-    async def model_event(event: kopf.RawEvent, name: str, memo: kopf.Memo, **kw: Any) -> None:
-        if event_type(event) == "DELETED":
+    async def model_event(
+        event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
+    ) -> None:
+        change = event_type(event)
+        if change == "DELETED":
             return  # the garbage collector deletes the Jobs the model owned
-        await reconcile_preheat(runtime(memo, kw), name)
+        rt = await listed(memo, kw)
+        await reconcile_preheat(rt, name, plain(body))
+        if change is None and marked(body):
+            # the model's status was refreshed without the nodes and Jobs until now (usage)
+            usage.mark(rt, [("model", name)])
 
     @kopf.index(
         JOB_GROUP, JOB_VERSION, JOB_PLURAL, id=IDX_PREHEAT_JOBS, labels=_JOB_LABELS, registry=registry
@@ -88,7 +104,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         change = event_type(event)
         if change is None:
             return  # initial listing: the models' own listing reconciles them
-        rt = runtime(memo, kw)
+        rt = await listed(memo, kw)
         if change == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
         await _refresh(rt, str(labels[LABEL_PREHEAT_MODEL]))
@@ -111,7 +127,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
         count_event(memo, kw)  # (the serving pods' own handler counts theirs: disjoint labels)
         if event_type(event) is None or not loader_cause(body):
             return  # only a failure line changes what the status says
-        usage.mark(runtime(memo, kw), [("model", str(labels[LABEL_PREHEAT_MODEL]))])
+        usage.mark(await listed(memo, kw), [("model", str(labels[LABEL_PREHEAT_MODEL]))])
 
 
 def loader_cause(pod: Any) -> str | None:

@@ -4,22 +4,21 @@ and repair). The Playground's own apply coming back
 (:meth:`~llmaz.operator.runtime.Runtime.own_echo`) reconciles neither: the Playground's reconcile
 queued the Service with the apply's answer already. Our own status write coming back
 (:meth:`~llmaz.operator.runtime.Runtime.own_status_echo`) reconciles only the Playground, which
-shows what the Service's status says."""
+shows what the Service's status says. Watched by :mod:`llmaz.operator.watch`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-import kopf
-
 from llmaz.api import Service
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import count_event, event_type, runtime, track_references
+from llmaz.operator.handlers._common import track_references, watched
 from llmaz.operator.kube import ObjectKey
-from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, controller_uid, pack, uid_of
+from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, Runtime, controller_uid, pack, uid_of
+from llmaz.operator.watch import WatchedKind
 
 GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
@@ -45,21 +44,15 @@ def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
     return entries
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    @kopf.index(GROUP, VERSION, PLURAL, id=IDX_SERVICES, registry=registry)
-    async def by_name(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-        return index_entries(body)
-
-    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    async def service_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **kw: Any) -> None:
-        count_event(memo, kw)
-        rt = runtime(memo, kw)
-        integrations.workload_event(memo, event, body)
-        kind = event_type(event)
+def watched_kind(rt: Runtime) -> WatchedKind:
+    def service_event(kind: str | None, body: Mapping[str, Any]) -> None:
+        integrations.workload_event(rt, kind, body)
         uid = uid_of(body)
         refs = set() if kind == "DELETED" else set(references(body.get("spec") or {}))
         track_references(rt, uid, refs)
-        key = ("Service", body.metadata.namespace or "", body.metadata.name or "")
+        meta = body["metadata"]
+        ns = meta.get("namespace") or ""
+        key = ("Service", ns, meta["name"])
         echo = kind not in (None, "DELETED") and rt.own_echo(body)
         status_echo = kind is not None and rt.own_status_echo(body)
         if kind == "DELETED":
@@ -76,10 +69,19 @@ def register(registry: kopf.OperatorRegistry) -> None:
         if kind is not None and not echo:
             # (our Playground's own apply coming back, as it created or changed us, tells it nothing;
             # our status write does: the Playground shows the Service's render errors and selector)
-            for ref in body.get("metadata", {}).get("ownerReferences") or []:
+            for ref in meta.get("ownerReferences") or []:
                 if ref.get("controller") and ref.get("kind") == "Playground":
                     # a deleted Service: its Playground may be gone too (see Runtime.gone)
-                    ns = body.metadata.namespace or ""
                     # (our status write: the Playground only shows it, after the others: later)
                     gone = kind == "DELETED"
                     enqueue(rt, "Playground", ns, ref["name"], later=status_echo and not gone, verify=gone)
+
+    return WatchedKind(
+        api_version=Service.api_version_string(),
+        kind=Service.kind_name(),
+        selector="",
+        store_id=IDX_SERVICES,
+        entries_of=index_entries,
+        handler=service_event,
+        resource=watched(GROUP, PLURAL),
+    )
