@@ -537,7 +537,7 @@ class Runtime:
     gone: set[str] = field(default_factory=set)
     """uids of Playgrounds and inference Services the API server no longer has although the index
     still holds them (their deletion comes on another watch than their children's, and may come
-    later; until issue 15's seventeenth round kopf watched them, whose relisting after 410 Gone
+    later; until issue 15's twenty-fourth round kopf watched them, whose relisting after 410 Gone
     never reported one deleted meanwhile). Never reconciled again: creating children for it made
     children the garbage collector deleted at once, whose deletion queued the same reconcile, in a
     loop (found by the watch-gone scenario)."""
