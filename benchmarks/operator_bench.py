@@ -808,13 +808,31 @@ def ratios(op: dict[str, Any], bulk: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def over_pairs(first: dict[str, float], more: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+EQUAL_SPEED = 0.10
+"""Two passes ran on machines of the same speed when their speed probes differ by at most this share."""
+
+
+def equal_speed(probes: tuple[float | None, float | None]) -> bool:
+    """Whether the speed probe's medians of a pair's two passes agree within :data:`EQUAL_SPEED`."""
+    op, bulk = probes
+    return op is not None and bulk is not None and abs(op - bulk) <= EQUAL_SPEED * min(op, bulk)
+
+
+def over_pairs(
+    first: dict[str, float], first_probes: dict[str, Any], more: list[dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
     """Median, lowest and highest of each ratio over every pair (the first, operator first, included),
     and the median of the pairs with the operator first and of those with the bulk client first:
     the machine's speed drifts, so a fair figure needs both orders, as many pairs of each as can be
-    (an even ``--pairs``)."""
+    (an even ``--pairs``). For the children ratio, also the median over the pairs whose passes had
+    the same speed (:func:`equal_speed`): the probe runs while the children are created, so it says
+    nothing of the later window the ``Available`` ratio covers."""
     orders = ["operator first", *(p["order"] for p in more)]
-    out = {}
+    probes = [
+        (first_probes.get("operator"), first_probes.get("bulk")),
+        *((p["operator"].get("probe_ms"), p["bulk"].get("probe_ms")) for p in more),
+    ]
+    out: dict[str, dict[str, Any]] = {}
     for key, value in first.items():
         values = [value, *(p["ratios"][key] for p in more)]
         by_order = {
@@ -828,6 +846,12 @@ def over_pairs(first: dict[str, float], more: list[dict[str, Any]]) -> dict[str,
             "all": values,
             "median_by_order": by_order,
         }
+        if key == "children_vs_bulk":
+            same = [v for v, speed in zip(values, probes, strict=True) if equal_speed(speed)]
+            out[key]["equal_speed"] = {
+                "median": round(statistics.median(same), 2) if same else None,
+                "all": same,
+            }
     return out
 
 
@@ -1105,7 +1129,9 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
         shutil.rmtree(workdir, ignore_errors=True)
     result["ratios"] = ratios(result["operator"], result["bulk"])
     if result.get("pairs"):
-        result["ratios_over_pairs"] = over_pairs(result["ratios"], result["pairs"])
+        result["ratios_over_pairs"] = over_pairs(
+            result["ratios"], result.get("probe_ms_while_children") or {}, result["pairs"]
+        )
     return result
 
 
@@ -1139,7 +1165,11 @@ def _over_pairs(result: dict[str, Any], key: str) -> str | None:
     if not found:
         return None
     orders = "; ".join(f"{order} {value}" for order, value in found.get("median_by_order", {}).items())
-    return f"{found['median']} ({found['min']}-{found['max']}) of {len(found['all'])}; {orders}"
+    text = f"{found['median']} ({found['min']}-{found['max']}) of {len(found['all'])}; {orders}"
+    same = found.get("equal_speed")
+    if same is not None:
+        text += f"; equal speed {same['median']} of {len(same['all'])}"
+    return text
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -1174,7 +1204,8 @@ def table(results: list[dict[str, Any]]) -> str:
             ),
         ),
         (
-            "  over the pairs (--pairs): median (lowest-highest) of how many; median by which went first",
+            "  over the pairs (--pairs): median (lowest-highest) of how many; median by which went first;"
+            " median of the pairs whose speed probes agree within 10 %",
             lambda r: _over_pairs(r, "children_vs_bulk"),
         ),
         ("LWS ready: operator (s)", lambda r: r["operator"]["lws_ready_s"]),
