@@ -36,6 +36,28 @@ def watched(group: str, plural: str) -> str:
     return f"{plural}.{group}" if group else plural
 
 
+def api_kind_watch(
+    kind: type[Any],
+    *,
+    store_id: str,
+    entries_of: Callable[[Mapping[str, Any]], Mapping[Any, Any]],
+    handler: Callable[[str | None, Mapping[str, Any]], None],
+    namespaced: bool = True,
+) -> WatchedKind:
+    """The :class:`~llmaz.operator.watch.WatchedKind` of one of llmaz's own kinds (``kind``: its
+    :mod:`llmaz.api` class), every object of it, for :class:`~llmaz.operator.watch.Watches`."""
+    return WatchedKind(
+        api_version=kind.api_version_string(),
+        kind=kind.kind_name(),
+        selector="",
+        store_id=store_id,
+        entries_of=entries_of,
+        handler=handler,
+        resource=watched(kind.group, kind.plural),
+        namespaced=namespaced,
+    )
+
+
 _LABELS: dict[tuple[str, str], str] = {}
 
 
@@ -142,13 +164,10 @@ def referenced_kind(
         assert rt.indexes is not None
         enqueue_many(rt, rt.indexes.dependents(ref, name))
 
-    return WatchedKind(
-        api_version=kind.api_version_string(),
-        kind=kind.kind_name(),
-        selector="",
+    return api_kind_watch(
+        kind,
         store_id=index_id,
         entries_of=lambda body: {body["metadata"]["name"]: pack(body)},
         handler=referenced_event,
-        resource=watched(kind.group, kind.plural),
         namespaced=False,
     )

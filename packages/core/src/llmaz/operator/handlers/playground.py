@@ -11,11 +11,9 @@ from llmaz.api import Playground
 from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import track_references, watched
+from llmaz.operator.handlers._common import api_kind_watch, track_references
 from llmaz.operator.runtime import IDX_PLAYGROUNDS, RefKey, Runtime, pack, uid_of
 from llmaz.operator.watch import WatchedKind
-
-GROUP, VERSION, PLURAL = Playground.group, Playground.version, Playground.plural
 
 
 def references(spec: dict[str, Any]) -> list[tuple[str, str]]:
@@ -56,12 +54,6 @@ def watched_kind(rt: Runtime) -> WatchedKind:
         meta = body["metadata"]
         enqueue(rt, "Playground", meta.get("namespace") or "", meta["name"])
 
-    return WatchedKind(
-        api_version=Playground.api_version_string(),
-        kind=Playground.kind_name(),
-        selector="",
-        store_id=IDX_PLAYGROUNDS,
-        entries_of=index_entries,
-        handler=playground_event,
-        resource=watched(GROUP, PLURAL),
+    return api_kind_watch(
+        Playground, store_id=IDX_PLAYGROUNDS, entries_of=index_entries, handler=playground_event
     )

@@ -15,12 +15,10 @@ from llmaz.api import Service
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.operator.engine import enqueue
 from llmaz.operator.handlers import integrations
-from llmaz.operator.handlers._common import track_references, watched
+from llmaz.operator.handlers._common import api_kind_watch, track_references
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.runtime import IDX_SERVICES, OwnerKey, RefKey, Runtime, controller_uid, pack, uid_of
 from llmaz.operator.watch import WatchedKind
-
-GROUP, VERSION, PLURAL = Service.group, Service.version, Service.plural
 
 
 def references(spec: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -76,12 +74,4 @@ def watched_kind(rt: Runtime) -> WatchedKind:
                     gone = kind == "DELETED"
                     enqueue(rt, "Playground", ns, ref["name"], later=status_echo and not gone, verify=gone)
 
-    return WatchedKind(
-        api_version=Service.api_version_string(),
-        kind=Service.kind_name(),
-        selector="",
-        store_id=IDX_SERVICES,
-        entries_of=index_entries,
-        handler=service_event,
-        resource=watched(GROUP, PLURAL),
-    )
+    return api_kind_watch(Service, store_id=IDX_SERVICES, entries_of=index_entries, handler=service_event)
