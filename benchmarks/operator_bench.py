@@ -1205,7 +1205,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ),
         (
             "  over the pairs (--pairs): median (lowest-highest) of how many; median by which went first;"
-            " median of the pairs whose speed probes agree within 10 %",
+            f" median of the pairs whose speed probes agree within {EQUAL_SPEED * 100:.0f} %",
             lambda r: _over_pairs(r, "children_vs_bulk"),
         ),
         ("LWS ready: operator (s)", lambda r: r["operator"]["lws_ready_s"]),
