@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import json
 import logging
 import pickle
 import zlib
@@ -455,6 +454,12 @@ class Creating:
     once the create ends."""
 
 
+def _sorted_items(strings: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """Labels or annotations in key order: comparable and hashable (four times as fast as
+    ``json.dumps(..., sort_keys=True)``, 1.7 % of the operator's CPU at N = 500, issue 15)."""
+    return tuple(sorted(strings.items())) if strings else ()
+
+
 def reconcile_inputs(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a reconcile of a Playground or inference Service reads of the object itself, status
     aside, as a comparable value: its generation (every spec change), labels and annotations (in
@@ -462,7 +467,8 @@ def reconcile_inputs(obj: Mapping[str, Any]) -> tuple[Any, ...]:
     meta = obj.get("metadata") or {}
     return (
         meta.get("generation"),
-        json.dumps([meta.get("labels"), meta.get("annotations")], sort_keys=True),
+        _sorted_items(meta.get("labels")),
+        _sorted_items(meta.get("annotations")),
         meta.get("deletionTimestamp"),
     )
 

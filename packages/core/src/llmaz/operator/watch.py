@@ -32,7 +32,7 @@ from typing import Any
 
 import aiohttp
 
-from llmaz.operator.kube import USER_AGENT, Kube, resource_path
+from llmaz.operator.kube import USER_AGENT, Kube, decode, resource_path
 from llmaz.operator.runtime import Packed, resource_version, uid_of
 
 log = logging.getLogger("llmaz.operator")
@@ -311,12 +311,12 @@ class _Stream:
                     # the continue token expired: list from the start (seen objects stay seen)
                     params = {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
                     continue
-                text = await answer.text()
+                data = await answer.read()
                 if answer.status >= 400:
-                    raise _Refused(answer.status, _message(text))
+                    raise _Refused(answer.status, _message(data.decode("utf-8", errors="replace")))
             self._owner._connected(self._index)
-            page = json.loads(text)
-            del text
+            page = decode(data)
+            del data
             self._take_page(page.get("items") or [], seen, first)
             meta = page.get("metadata") or {}
             if not meta.get("continue"):
@@ -374,7 +374,7 @@ class _Stream:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        version = self.event(json.loads(line), version)
+                        version = self.event(decode(line), version)
         return version
 
     def event(self, event: Mapping[str, Any], version: str) -> str:
