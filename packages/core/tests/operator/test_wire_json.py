@@ -39,8 +39,9 @@ def test_an_integer_beyond_64_bits_reads_as_the_float_the_api_server_keeps() -> 
     assert decode(b'{"n": 9223372036854775807}') == {"n": 2**63 - 1}
 
 
-def test_a_bad_answer_is_a_value_error_as_with_json() -> None:
-    with pytest.raises(ValueError):
+def test_a_bad_answer_raises_what_json_raised() -> None:
+    """The watch retries on ``ValueError`` and callers that caught ``json.JSONDecodeError`` still do."""
+    with pytest.raises(json.JSONDecodeError):
         decode(b"<html>502 Bad Gateway</html>")
 
 
