@@ -5,8 +5,8 @@ restarted again without it for the rest of the session), so watches are served b
 a watch that resumes from a compacted resourceVersion is answered ``410 Gone``, as in a cluster
 whose watch cache lost that history. The operator reaches the API server through the fault proxy,
 which refuses it while users edit and etcd is compacted through its v3 JSON gateway; when the proxy
-lets it through again, the operator's own watches (every kind a reconcile reads) and kopf's
-(preheat's) resume from the last resourceVersion they saw, get 410, and must list again; a
+lets it through again, the operator's watches (every kind it reads, preheat's included) resume
+from the last resourceVersion they saw, get 410, and must list again; a
 LeaderWorkerSet deleted meanwhile is missing from that listing, which must count as its deletion
 (it is recreated). In the full set (``nox -s reliability``).
 """

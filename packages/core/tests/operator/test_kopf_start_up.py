@@ -21,11 +21,11 @@ from kopf._cogs.structs.references import Resource
 from kopf._core.reactor import queueing
 
 from llmaz.operator import engine
-from llmaz.operator.config import OperatorConfig
+from llmaz.operator.config import ModelLoader, OperatorConfig
 from llmaz.operator.handlers import build_registry, watched_kinds
 from llmaz.operator.handlers.lifecycle import NoDiffBase, configure
 from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.runtime import IDX_NODES, IDX_PODS, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime
 
 OBJECTS = 7
 WORKERS = 2
@@ -161,16 +161,33 @@ def test_reconciles_at_once_stay_within_workers() -> None:
     assert managed == OBJECTS
 
 
-def test_pods_and_jobs_are_watched_with_llmaz_selectors_only() -> None:
-    """The API server filters the watches: kopf gets preheat pods and preheat Jobs only, the
-    operator's own watch serving pods only (model and LeaderWorkerSet labels both present), never
-    every pod or Job of the cluster; other kinds get no selector."""
-    selectors = _settings(WORKERS).watching.label_selectors
-    assert list(selectors.collect(Resource("", "v1", "pods"))) == ["llmaz.io/preheat-model"]
-    assert list(selectors.collect(Resource("batch", "v1", "jobs"))) == ["llmaz.io/preheat-model"]
-    assert list(selectors.collect(Resource("", "v1", "nodes"))) == []
-    own = {k.path(None): k.selector for k in watched_kinds(_runtime())}
-    assert own["/api/v1/pods"] == "llmaz.io/model-name,leaderworkerset.sigs.k8s.io/name"
+def test_pods_jobs_and_nodes_are_watched_by_the_operator_with_llmaz_selectors_only() -> None:
+    """The API server filters the watches: serving pods (model and LeaderWorkerSet labels both
+    present) in the namespaces served, preheat pods and preheat Jobs in the preheat namespace
+    only, never every pod or Job of the cluster; nodes, which preheat selects by their labels,
+    every one but metadata only. kopf watches none of them."""
+    rt = Runtime(
+        config=OperatorConfig(model_loader=ModelLoader(preheat_namespace="models")),
+        plugins=None,  # type: ignore[arg-type]
+        kube=None,  # type: ignore[arg-type]
+        metrics=Metrics(),
+        identity="unit",
+    )
+    own = {(k.store_id, k.path(k.namespace)): k for k in watched_kinds(rt)}
+    assert own[(IDX_PODS, "/api/v1/pods")].selector == "llmaz.io/model-name,leaderworkerset.sigs.k8s.io/name"
+    for store_id, path in (
+        (IDX_PREHEAT_PODS, "/api/v1/namespaces/models/pods"),
+        (IDX_PREHEAT_JOBS, "/apis/batch/v1/namespaces/models/jobs"),
+    ):
+        assert own[(store_id, path)].selector == "llmaz.io/preheat-model"
+        assert not own[(store_id, path)].metadata_only
+    nodes = own[(IDX_NODES, "/api/v1/nodes")]
+    assert (nodes.selector, nodes.namespaced, nodes.metadata_only) == ("", False, True)
+    registry = build_registry()
+    kinds = (Resource("", "v1", "pods"), Resource("batch", "v1", "jobs"), Resource("", "v1", "nodes"))
+    for resource in kinds:
+        assert not registry._watching.has_handlers(resource=resource), resource
+        assert not registry._indexing.has_handlers(resource=resource), resource
 
 
 def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> None:
@@ -202,21 +219,23 @@ def test_children_are_watched_by_the_operator_with_the_managed_by_selector() -> 
         assert own[path] == "", plural
         resource = Resource(group, "v1alpha1", plural)
         assert not registry._indexing.has_handlers(resource=resource), plural
-        # kopf keeps preheat's handler of OpenModels (with the nodes and preheat Jobs it reads)
-        assert registry._watching.has_handlers(resource=resource) == (plural == "openmodels"), plural
+        assert not registry._watching.has_handlers(resource=resource), plural
 
 
 def _runtime() -> Runtime:
     return Runtime(config=OperatorConfig(), plugins=None, kube=None, metrics=Metrics(), identity="unit")  # type: ignore[arg-type]
 
 
-def test_no_change_handlers_so_kopf_needs_no_diff_base() -> None:
-    """The operator drops kopf's diff base (a deep copy of every event's body); that is only safe
-    while no handler of the registry needs a diff: events and indexes only."""
+def test_kopf_runs_the_lifecycle_only_and_would_need_no_diff_base() -> None:
+    """kopf has the log-in, start-up and clean-up handlers and no resource handler at all (every
+    watch is the operator's own); the diff base it would build for change handlers (a deep copy
+    of every event's body) stays off."""
     registry = build_registry()
     assert not registry._changing.get_all_handlers()
     assert not registry._spawning.get_all_handlers()
-    assert registry._watching.get_all_handlers()  # the check sees handlers at all
+    assert not registry._watching.get_all_handlers()
+    assert not registry._indexing.get_all_handlers()
+    assert registry._activities.get_all_handlers()  # the check sees handlers at all
     settings = _settings(WORKERS)
     assert isinstance(settings.persistence.diffbase_storage, NoDiffBase)
 

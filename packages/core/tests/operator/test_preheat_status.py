@@ -3,14 +3,20 @@ status refresh of :mod:`llmaz.operator.usage`), from the indexes the operator ke
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any, cast
 
+import pytest
+
 from llmaz.operator import preheat as op_preheat
+from llmaz.operator import usage
 from llmaz.operator.config import ModelLoader, OperatorConfig
+from llmaz.operator.handlers import watched_kinds
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import IDX_MODELS, IDX_NODES, IDX_PREHEAT_JOBS, Indexes, Runtime
 from llmaz.operator.usage import desired_status
+from llmaz.operator.watch import Store
 from llmaz.plugins.manager import PluginManager
 from llmaz.render import preheat
 from llmaz.render.cache import SharedCache
@@ -32,16 +38,17 @@ def runtime(cache: SharedCache | None, jobs: list[dict[str, Any]] | None = None,
             "inferenceConfig": {"flavors": [{"name": "l4", "nodeSelector": {"pool": "l4"}}]},
         },
     }
-    rt.indexes = Indexes(
-        {
-            IDX_MODELS: {"qwen": [model]},
-            IDX_NODES: {
-                "n1": [{"name": "n1", "labels": {"pool": "l4"}}],
-                "n2": [{"name": "n2", "labels": {"pool": "cpu"}}],
-            },
-            IDX_PREHEAT_JOBS: {"qwen": jobs or []},
-        }
-    )
+    # nodes and Jobs go into the stores of the operator's own watches as their watches bring them
+    # (nodes as PartialObjectMetadata: their metadata only)
+    kinds = {kind.store_id: kind for kind in watched_kinds(rt)}
+    stores = {store_id: Store(kinds[store_id].entries_of) for store_id in (IDX_NODES, IDX_PREHEAT_JOBS)}
+    for name, pool in (("n1", "l4"), ("n2", "cpu")):
+        meta = {"name": name, "uid": f"node-{name}", "resourceVersion": "7", "labels": {"pool": pool}}
+        partial = {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": meta}
+        stores[IDX_NODES].put(partial)
+    for job in jobs or []:
+        stores[IDX_PREHEAT_JOBS].put(job)
+    rt.indexes = Indexes({IDX_MODELS: {"qwen": [model]}}, stores)
     return rt
 
 
@@ -86,33 +93,32 @@ def test_marked_model_gets_one_job_in_the_configured_namespace_and_reports_progr
     assert status["preheat"] == {"nodes": 1, "preheated": 1, "failed": 0}
 
 
-def test_before_kopf_lists_nodes_and_jobs_the_preheat_part_of_the_status_stays() -> None:
-    """The OpenModels come through the operator's own watch, the nodes and preheat Jobs through
-    kopf's, which may list them later: a refresh in between must not report the Jobs as missing
-    (nor drop the counts); it keeps what the status says, and once kopf's indexes are there the
-    refresh reports them."""
+def test_status_refreshes_wait_until_every_watch_has_listed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model's status refresh queued at start-up (its listing queues one) waits for every watch
+    to have listed: before that, its users, the nodes or its preheat Jobs may be missing, and the
+    status would say the Jobs do not exist (or the model is unused) and be written again at once."""
     rt = runtime(CACHE, **MARKED)
-    model = rt.indexes.model("qwen")  # type: ignore[union-attr]
-    assert model is not None
-    before = {
-        "conditions": [
-            {
-                "type": "Preheated",
-                "status": "True",
-                "reason": "Preheated",
-                "message": "1 of 1",
-                "lastTransitionTime": "2025-12-31T00:00:00Z",
-            }
-        ],
-        "preheat": {"nodes": 1, "preheated": 1, "failed": 0},
-    }
-    model["status"] = before
-    rt.indexes = Indexes({IDX_MODELS: {"qwen": [model]}})  # kopf's indexes not adopted yet
-    status = desired_status(rt, "model", model)
-    assert conditions(status)["Preheated"] == before["conditions"][0]
-    assert status["preheat"] == before["preheat"]
-    assert set(conditions(status)) == {"InUse", "Preheated"}
-    rt.indexes.adopt({IDX_NODES: {"n1": [{"name": "n1", "labels": {"pool": "l4"}}]}, IDX_PREHEAT_JOBS: {}})
-    status = desired_status(rt, "model", model)
-    assert conditions(status)["Preheated"]["reason"] == "Preheating"  # its Job does not exist
-    assert status["preheat"] == {"nodes": 1, "preheated": 0, "failed": 0}
+    refreshed: list[tuple[str, str]] = []
+
+    async def refresh(_rt: Runtime, ref: str, name: str) -> bool:
+        refreshed.append((ref, name))
+        return True
+
+    monkeypatch.setattr(usage, "refresh", refresh)
+    monkeypatch.setattr(usage, "COALESCE_SECONDS", 0.01)
+
+    async def scenario() -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        rt.listed = asyncio.Event()
+        usage.mark(rt, [("model", "qwen")])
+        await asyncio.sleep(0.2)  # twenty times the coalescing delay
+        before = list(refreshed)
+        rt.listed.set()
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if refreshed:
+                break
+        return before, list(refreshed)
+
+    before, after = asyncio.run(scenario())
+    assert before == []
+    assert after == [("model", "qwen")]

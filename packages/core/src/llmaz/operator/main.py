@@ -140,8 +140,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
 
-    # what reconciles read: watched by the operator's own lean watches (llmaz.operator.watch);
-    # kopf's indexes (preheat's) join rt.indexes when its handlers first run
+    # everything reconciles and preheat read: the operator's own lean watches (llmaz.operator.watch)
     watches = Watches(kube, watched_kinds(rt), config.namespaces, metrics.count_event)
     rt.stores, rt.listed = watches.stores, watches.listed
     rt.indexes = Indexes({}, watches.stores)

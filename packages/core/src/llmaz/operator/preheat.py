@@ -105,17 +105,14 @@ def _digest(job: Mapping[str, Any]) -> str | None:
     return None if value is None else str(value)
 
 
-async def reconcile_preheat(rt: Runtime, name: str, seen: Snapshot | None = None) -> None:
+async def reconcile_preheat(rt: Runtime, name: str) -> None:
     """Create the missing preheat Jobs of model ``name``, replace stale ones and delete those no
     longer wanted (label removed, node gone or no longer selected). Writes nothing when the Jobs
-    are as desired. ``seen``: the model as an event just brought it, used when newer than the
-    index's copy (kopf's watch of OpenModels, which calls this, may be ahead of the operator's)."""
+    are as desired."""
     idx = rt.indexes
     if idx is None:
         return
     snap = idx.model(name)
-    if seen is not None and (snap is None or resource_version(seen) > resource_version(snap)):
-        snap = seen
     if snap is None:
         return  # deleted: the garbage collector removes the Jobs it owned
     async with rt.lock(f"preheat/{name}"):

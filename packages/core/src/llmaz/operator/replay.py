@@ -1,9 +1,10 @@
-"""Watch events replayed through kopf's own event processing with the operator's handlers, with no
-API server: what kopf's per-object workers do for each event of a watch, one event after another.
+"""Watch events replayed through kopf's own event processing with a kopf registry, with no API
+server: what kopf's per-object workers do for each event of a watch, one event after another.
 
-For tests of what the handlers record (``tests/operator/test_watch_events_metric.py``) and for
-``benchmarks/kopf_events_bench.py`` (CPU per event). Events whose handlers would queue a reconcile
-or an API request need a runtime that can make them; :func:`offline_runtime` has no API client.
+For ``benchmarks/kopf_events_bench.py``, which compares the CPU per event through kopf (with no-op
+handlers) with the operator's own watch (:mod:`llmaz.operator.watch`); the operator's registry
+has no resource handler left. :func:`offline_runtime` (no API client) also serves unit tests:
+events whose handlers would queue a reconcile or an API request need a runtime that can make them.
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ def replay(
     rt: Runtime | None = None,
     registry: kopf.OperatorRegistry | None = None,
 ) -> float:
-    """Process ``(resource, raw event)`` pairs in order with ``registry`` (the operator's by default)
-    and kopf configured as the operator configures it; return the process CPU seconds it took."""
+    """Process ``(resource, raw event)`` pairs in order with ``registry`` (the operator's by default,
+    which takes no resource's events) and kopf configured as the operator configures it; return the
+    process CPU seconds it took."""
     runtime = rt if rt is not None else offline_runtime()
     handlers = registry if registry is not None else build_registry()
     settings = kopf.OperatorSettings()

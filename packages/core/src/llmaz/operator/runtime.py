@@ -2,9 +2,9 @@
 
 * :class:`Runtime`: configuration, plugin manager, API adapter, metrics, the work queue and the
   small caches that keep an event caused by our own write from writing again.
-* :class:`Indexes`: the operator's own indexes (:mod:`llmaz.operator.watch`: objects by name,
-  dependents by referenced model/backend, children by owner uid, serving pods by LeaderWorkerSet)
-  and kopf's (preheat's nodes, Jobs and pods), as one typed view.
+* :class:`Indexes`: the operator's indexes (:mod:`llmaz.operator.watch`: objects by name,
+  dependents by referenced model/backend, children by owner uid, serving pods by LeaderWorkerSet,
+  preheat's nodes, Jobs and pods), as one typed view.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ log = logging.getLogger("llmaz.operator")
 Snapshot = dict[str, Any]
 """A plain-dict copy of an object as last seen by a watch."""
 
-# Index ids: kopf passes each index to handlers as a keyword argument of this name.
+# Index ids (the stores of llmaz.operator.watch.Watches).
 IDX_MODELS = "llmaz_openmodels"
 IDX_RUNTIMES = "llmaz_backendruntimes"
 IDX_PLAYGROUNDS = "llmaz_playgrounds"
@@ -47,11 +47,14 @@ IDX_PODS = "llmaz_pods"
 """Serving pods by ``(namespace, LeaderWorkerSet name)``; the LeaderWorkerSet is named after its
 inference Service (and a Playground's Service after the Playground)."""
 IDX_NODES = "llmaz_nodes"
-"""Nodes by name: their labels (what preheat selects them by)."""
+"""Nodes by name: their metadata, name and labels only (what preheat selects them by)."""
 IDX_PREHEAT_JOBS = "llmaz_preheat_jobs"
 """Preheat Jobs by the OpenModel they download (label ``llmaz.io/preheat-model``)."""
 IDX_PREHEAT_PODS = "llmaz_preheat_pods"
-"""Preheat pods by model: ``{"job": <Job name>, "cause": <loader's termination message>}``."""
+"""Preheat pods by model: their metadata and ``cause``, the loader's termination message (or
+``None``)."""
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+"""Set by the Job controller on the pods of a Job."""
 IDX_OWNED = "llmaz_owned_"
 """Prefix of the per-kind indexes of children by controller owner uid."""
 CHILD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -205,25 +208,13 @@ def parsed_entries(
 
 
 class Indexes:
-    """Typed access to the operator's own indexes (``own``: :attr:`Runtime.stores`) and to kopf's,
-    which its handlers receive as keyword arguments (:meth:`adopt`)."""
+    """Typed access to the operator's indexes (``own``: :attr:`Runtime.stores`; ``raw``: more of
+    them, or stand-ins in tests), by index id: key -> the values kept under it."""
 
     def __init__(self, raw: Mapping[str, Any], own: Mapping[str, Any] | None = None) -> None:
         self._raw = {k: v for k, v in raw.items() if k.startswith("llmaz_")}
         if own:
             self._raw.update(own)
-
-    def adopt(self, kopf_kwargs: Mapping[str, Any]) -> None:
-        """Take the kopf indexes among a kopf handler's keyword arguments (the same live objects
-        in every call; kopf calls no handler before all of them are listed)."""
-        for key, value in kopf_kwargs.items():
-            if key.startswith("llmaz_") and key not in self._raw:
-                self._raw[key] = value
-
-    @property
-    def preheat_listed(self) -> bool:
-        """Whether kopf's indexes of nodes and preheat Jobs and pods are here (see :meth:`adopt`)."""
-        return IDX_NODES in self._raw
 
     def _values(self, index: str, key: Any) -> list[Any]:
         idx = self._raw.get(index)
@@ -314,16 +305,16 @@ class Indexes:
 
     def nodes(self) -> list[Snapshot]:
         """Every node as ``{"name": ..., "labels": {...}}``."""
-        return list(self._all(IDX_NODES))
+        metas = [node.get("metadata") or {} for node in self._all(IDX_NODES)]
+        return [{"name": m.get("name", ""), "labels": dict(m.get("labels") or {})} for m in metas]
 
     def preheat_jobs(self, model: str) -> list[Snapshot]:
         return self._values(IDX_PREHEAT_JOBS, model)
 
     def preheat_causes(self, model: str) -> dict[str, str]:
         """The loader's failure line (termination message) by preheat Job name."""
-        return {
-            str(p["job"]): str(p["cause"]) for p in self._values(IDX_PREHEAT_PODS, model) if p.get("cause")
-        }
+        pods = [p for p in self._values(IDX_PREHEAT_PODS, model) if p.get("cause")]
+        return {str(p["metadata"]["labels"].get(JOB_NAME_LABEL, "")): str(p["cause"]) for p in pods}
 
     def preheat_models(self) -> list[str]:
         """Names of the models that have preheat Jobs."""

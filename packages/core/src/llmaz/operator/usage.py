@@ -22,7 +22,6 @@ from llmaz.operator.engine import patch_status_once
 from llmaz.operator.kube import KubeError
 from llmaz.operator.runtime import Runtime, Snapshot
 from llmaz.operator.status import (
-    CONDITION_PREHEATED,
     in_use_condition,
     managed_by_condition,
     preheated_condition,
@@ -59,11 +58,6 @@ def desired_status(rt: Runtime, ref: str, snap: Snapshot) -> dict[str, Any]:
     conditions.append(in_use_condition(users, generation, current, rt.clock()))
     if ref != "model":
         return {"conditions": conditions}
-    if preheat.marked(snap) and not rt.indexes.preheat_listed:
-        # kopf has not listed the nodes and preheat Jobs yet: what the status says of them stays
-        # (its listing refreshes this status again: handlers.preheat)
-        kept = [c for c in current.get("conditions") or [] if c.get("type") == CONDITION_PREHEATED]
-        return {"conditions": conditions + kept, "preheat": current.get("preheat")}
     state = preheat.report(rt, snap)
     if state is not None:
         conditions.append(preheated_condition(state, generation, current, rt.clock()))
@@ -114,6 +108,10 @@ async def _flush(rt: Runtime) -> None:
     """Every few tenths of a second while refreshes are queued: run those that are due; a failed
     one is queued again after :data:`RETRY_SECONDS`."""
     loop = asyncio.get_running_loop()
+    if rt.listed is not None:
+        # before every watch has listed, users, nodes or preheat Jobs may be missing: a status
+        # written then would say what is not so (and be written again at once)
+        await rt.listed.wait()
     while rt.usage_pending:
         await asyncio.sleep(COALESCE_SECONDS / 4)
         now = loop.time()

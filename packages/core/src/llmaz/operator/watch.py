@@ -142,7 +142,11 @@ class WatchedKind:
     ``entries_of``; a deletion found by relisting is handled with the body kept there, see
     :func:`first_packed`), and the ``handler`` of its events. ``resource`` is the
     ``llmaz_watch_events_total`` label. A kind that is not ``namespaced`` is watched cluster-wide
-    even when the operator serves some namespaces only."""
+    even when the operator serves some namespaces only; one with a ``namespace`` is watched there
+    only, whatever the operator serves (preheat's Jobs and pods, in the preheat namespace).
+    ``metadata_only``: the API server sends each object's metadata only (``PartialObjectMetadata``:
+    name, uid, resourceVersion, labels, annotations...), for a kind whose index keeps nothing else
+    (nodes, whose status updates are most of their events and most of their bytes)."""
 
     api_version: str
     kind: str
@@ -152,6 +156,8 @@ class WatchedKind:
     handler: Handler
     resource: str
     namespaced: bool = True
+    namespace: str | None = None
+    metadata_only: bool = False
 
     def path(self, namespace: str | None) -> str:
         return resource_path(self.api_version, self.kind, namespace)
@@ -184,9 +190,7 @@ class Watches:
         self._count = count_event
         self.stores: dict[str, Store] = {k.store_id: Store(k.entries_of) for k in kinds}
         scopes: list[str | None] = list(namespaces) or [None]  # None: cluster-wide
-        self._streams = [
-            _Stream(self, kind, ns) for kind in kinds for ns in (scopes if kind.namespaced else [None])
-        ]
+        self._streams = [_Stream(self, kind, ns) for kind in kinds for ns in _scopes(kind, scopes)]
         self._unlisted = set(range(len(self._streams)))
         self._failing: set[int] = set()
         self.listed = asyncio.Event()
@@ -206,9 +210,14 @@ class Watches:
                 await task
         self._tasks = []
 
-    def stream(self, kind: str, namespace: str | None = None) -> _Stream:
-        """The stream of ``kind`` in ``namespace`` (``None``: cluster-wide)."""
-        return next(s for s in self._streams if s.kind.kind == kind and s.namespace == namespace)
+    def stream(self, kind: str, namespace: str | None = None, *, store_id: str | None = None) -> _Stream:
+        """The stream of ``kind`` in ``namespace`` (``None``: cluster-wide); ``store_id`` tells
+        apart two watches of one kind (serving pods and preheat pods)."""
+        return next(
+            s
+            for s in self._streams
+            if s.kind.kind == kind and s.namespace == namespace and store_id in (None, s.kind.store_id)
+        )
 
     def _failed(self, index: int) -> bool:
         """Record that stream ``index`` failed; True when no stream was failing before (an outage
@@ -226,9 +235,11 @@ class Watches:
         if not self._unlisted:
             self.listed.set()
 
-    async def _get(self, path: str, params: dict[str, str], read_timeout: float) -> aiohttp.ClientResponse:
+    async def _get(
+        self, path: str, params: dict[str, str], read_timeout: float, accept: str = "application/json"
+    ) -> aiohttp.ClientResponse:
         conn = self._kube.connection
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
         # an exec plugin run is not for the event loop
         headers.update(
             await asyncio.to_thread(conn.auth_headers) if conn.auth_may_block() else conn.auth_headers()
@@ -244,6 +255,17 @@ class Watches:
         )
 
 
+def _scopes(kind: WatchedKind, served: list[str | None]) -> list[str | None]:
+    if kind.namespace is not None:
+        return [kind.namespace]
+    return served if kind.namespaced else [None]
+
+
+_METADATA_ONLY = "application/json;as={};g=meta.k8s.io;v=v1,application/json"
+"""``Accept`` of a metadata-only list (``PartialObjectMetadataList``) or watch
+(``PartialObjectMetadata``); plain JSON is the fallback of an API server that cannot convert."""
+
+
 class _Stream:
     """One kind in one namespace (or all)."""
 
@@ -257,6 +279,9 @@ class _Stream:
         """uid -> resourceVersion of every object this stream has seen and not seen deleted."""
         self._listed_once = False
         self._index = 0
+        meta = kind.metadata_only
+        self._accept_list = _METADATA_ONLY.format("PartialObjectMetadataList") if meta else "application/json"
+        self._accept_watch = _METADATA_ONLY.format("PartialObjectMetadata") if meta else "application/json"
 
     def _where(self) -> str:
         return self.kind.resource + (f" in {self.namespace}" if self.namespace else "")
@@ -306,7 +331,7 @@ class _Stream:
         seen: set[str] = set()
         params = {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
         while True:
-            async with await self._owner._get(self._path, params, 60) as answer:
+            async with await self._owner._get(self._path, params, 60, self._accept_list) as answer:
                 if answer.status == 410 and "continue" in params:
                     # the continue token expired: list from the start (seen objects stay seen)
                     params = {"labelSelector": self.kind.selector, "limit": str(PAGE_SIZE)}
@@ -360,7 +385,8 @@ class _Stream:
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
         }
-        async with await self._owner._get(self._path, params, INACTIVITY_SECONDS) as answer:
+        answering = self._owner._get(self._path, params, INACTIVITY_SECONDS, self._accept_watch)
+        async with await answering as answer:
             if answer.status == 410:
                 raise WatchGone
             if answer.status >= 400:

@@ -24,12 +24,11 @@ __all__ = ["build_registry", "watched_kinds"]
 
 
 def build_registry() -> kopf.OperatorRegistry:
-    """The leader's kopf handlers: start-up and clean-up, and preheat's watches (nodes, preheat
-    Jobs and pods, OpenModels). (The kinds reconciles read are watched by
-    :mod:`llmaz.operator.watch`, see :func:`watched_kinds`; admission webhooks are not kopf's:
+    """The leader's kopf handlers: log-in, start-up and clean-up. (Every watched kind is
+    :mod:`llmaz.operator.watch`'s, see :func:`watched_kinds`; admission webhooks are not kopf's:
     every replica serves them, see :mod:`llmaz.operator.webhook_server`.)"""
     registry = kopf.OperatorRegistry()
-    for module in (lifecycle, integrations, preheat):
+    for module in (lifecycle, integrations):
         module.register(registry)
     return registry
 
@@ -37,7 +36,7 @@ def build_registry() -> kopf.OperatorRegistry:
 def watched_kinds(rt: Runtime) -> list[WatchedKind]:
     """What :class:`llmaz.operator.watch.Watches` watches for the leader: everything a reconcile
     reads (OpenModels, BackendRuntimes, Playgrounds, inference Services, the other children,
-    serving pods)."""
+    serving pods) and what preheat reads (nodes, preheat Jobs and pods)."""
     return [
         openmodel.watched_kind(rt),
         backendruntime.watched_kind(rt),
@@ -45,4 +44,5 @@ def watched_kinds(rt: Runtime) -> list[WatchedKind]:
         service.watched_kind(rt),
         *children.watched_kinds(rt),
         pods.watched_kind(rt),
+        *preheat.watched_kinds(rt),
     ]

@@ -8,26 +8,13 @@ import marshal
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import kopf
-
 from llmaz.api import BackendRuntime, OpenModel
 from llmaz.operator import usage
 from llmaz.operator.engine import enqueue_many
-from llmaz.operator.runtime import Indexes, Runtime, pack, uid_of
+from llmaz.operator.runtime import Runtime, pack, uid_of
 from llmaz.operator.watch import WatchedKind
 
 MEMO_KEY = "llmaz"
-
-
-def runtime(memo: kopf.Memo, indexes: Mapping[str, Any]) -> Runtime:
-    """The :class:`Runtime` from kopf's memo, its :class:`Indexes` holding the kopf indexes this
-    handler call received."""
-    rt: Runtime = memo[MEMO_KEY]
-    if rt.indexes is None:
-        rt.indexes = Indexes(indexes, rt.stores)
-    else:
-        rt.indexes.adopt(indexes)
-    return rt
 
 
 def watched(group: str, plural: str) -> str:
@@ -58,22 +45,6 @@ def api_kind_watch(
     )
 
 
-_LABELS: dict[tuple[str, str], str] = {}
-
-
-def count_event(memo: kopf.Memo, kwargs: Mapping[str, Any]) -> None:
-    """One watch event handled, of the resource kopf names in the handler's ``kwargs``: called once
-    per event, by the event handler of each watched resource (one per resource: a second one,
-    e.g. the preheat's of OpenModels, does not count)."""
-    resource: kopf.Resource = kwargs["resource"]
-    key = (resource.group, resource.plural)
-    label = _LABELS.get(key)
-    if label is None:
-        label = _LABELS[key] = watched(*key)
-    rt: Runtime = memo[MEMO_KEY]
-    rt.metrics.count_event(label)
-
-
 def track_references(rt: Runtime, uid: str, refs: set[tuple[str, str]]) -> None:
     """Remember the OpenModels and BackendRuntimes object ``uid`` now references (none once it
     is deleted); when that changed, the shared objects it stopped or started using get their
@@ -82,12 +53,6 @@ def track_references(rt: Runtime, uid: str, refs: set[tuple[str, str]]) -> None:
     if refs != before:
         usage.mark(rt, refs | (before or set()))
         rt.references[uid] = refs
-
-
-def event_type(event: Mapping[str, Any]) -> str | None:
-    """``ADDED``/``MODIFIED``/``DELETED``, or ``None`` for the initial listing."""
-    value = event.get("type")
-    return str(value) if value else None
 
 
 class InputDigests:

@@ -11,7 +11,6 @@ import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
 from llmaz.operator.engine import enqueue_many
-from llmaz.operator.handlers import preheat
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
 
@@ -55,9 +54,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     """kopf settings: no peering (leader election is ours), no Events or annotations of kopf's own,
-    watches of preheat pods and Jobs filtered by the API server to llmaz's, no CRD scanning
-    (needs no CRD RBAC), no kopf worker limit (see :data:`KOPF_WORKER_LIMIT`) and no diff base
-    (:class:`NoDiffBase`)."""
+    no CRD scanning (needs no CRD RBAC). kopf watches no resource (every watch is
+    :mod:`llmaz.operator.watch`'s); should a kopf resource handler be added, it would run with no
+    kopf worker limit (see :data:`KOPF_WORKER_LIMIT`) and no diff base (:class:`NoDiffBase`)."""
     settings.peering.standalone = True
     settings.posting.enabled = False
     settings.scanning.disabled = True
@@ -67,11 +66,6 @@ def configure(settings: kopf.OperatorSettings, rt: Runtime) -> None:
     settings.networking.request_timeout = 60
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
-    # pods: only preheat pods, filtered by the API server (serving pods are watched by
-    # llmaz.operator.watch, never through kopf; other pods never reach the operator)
-    settings.watching.label_selectors["v1", "pods"] = preheat.JOB_SELECTOR
-    # Jobs: only preheat Jobs (llmaz.io/preheat-model), never every Job of the cluster
-    settings.watching.label_selectors[preheat.JOB_GROUP, preheat.JOB_PLURAL] = preheat.JOB_SELECTOR
 
 
 async def _resync(rt: Runtime) -> None:

@@ -1,38 +1,40 @@
-"""Preheat (:mod:`llmaz.operator.preheat`): nodes indexed by name with their labels, preheat Jobs by
-the model they download. A change of a model, of a node's labels (or a node added or removed) or of
-a preheat Job reconciles the models concerned and queues their status refresh."""
+"""Preheat (:mod:`llmaz.operator.preheat`): nodes by name with their labels, preheat Jobs and the
+failure lines of their pods by the model they download, all watched by the operator's own
+:class:`~llmaz.operator.watch.Watches`. A change of a model, of a node's labels (or a node added or
+removed) or of a preheat Job reconciles the models concerned and queues their status refresh.
+
+Nodes are watched metadata-only: preheat reads their names and labels, and most node events are
+status updates (heartbeats, conditions) that carry nothing else it reads. Jobs and their pods are
+watched in the preheat namespace only, filtered by the API server to those carrying
+``llmaz.io/preheat-model``."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import kopf
-
-from llmaz.api import OpenModel
 from llmaz.operator import usage
-from llmaz.operator.handlers._common import count_event, event_type, runtime
+from llmaz.operator.handlers._common import watched
 from llmaz.operator.kube import ObjectKey
-from llmaz.operator.preheat import marked, reconcile_preheat
-from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Runtime, pack, plain
+from llmaz.operator.preheat import marked, namespace, reconcile_preheat
+from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Packed, Runtime, pack
+from llmaz.operator.watch import WatchedKind, keyed
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-"""Set by the Job controller on the pods of a Job."""
-
-JOB_GROUP, JOB_VERSION, JOB_PLURAL = "batch", "v1", "jobs"
 JOB_SELECTOR = LABEL_PREHEAT_MODEL
-"""Label selector of the Job watch: preheat Jobs only (sent to the API server)."""
-_JOB_LABELS = {LABEL_PREHEAT_MODEL: kopf.PRESENT}
+"""Label selector of the preheat Job and pod watches (sent to the API server)."""
 
 
-async def listed(memo: kopf.Memo, kw: dict[str, Any]) -> Runtime:
-    """The runtime (:func:`~llmaz.operator.handlers._common.runtime`), once the operator's own
-    watches have listed the OpenModels these handlers read (kopf lists its kinds on its own)."""
-    rt = runtime(memo, kw)
-    if rt.listed is not None:
-        await rt.listed.wait()
-    return rt
+def _after_listing(rt: Runtime, work: Callable[[], Awaitable[None]]) -> None:
+    """Run ``work`` in the background once every watch has listed (before that, a model's Jobs or
+    the nodes may not be known yet, and a reconcile would create what exists)."""
+
+    async def run() -> None:
+        if rt.listed is not None:
+            await rt.listed.wait()
+        await work()
+
+    rt.spawn(run())
 
 
 async def _refresh(rt: Runtime, model: str) -> None:
@@ -47,87 +49,100 @@ def _concerned(rt: Runtime) -> list[str]:
     return sorted(names | set(rt.indexes.preheat_models()))
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    @kopf.index("v1", "nodes", id=IDX_NODES, registry=registry)
-    async def node_labels(name: str, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
-        return {name: {"name": name, "labels": dict(labels)}}
+def model_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> None:
+    """Every event of an OpenModel (the OpenModel watch's, :mod:`.openmodel`): its preheat Jobs
+    reconciled once every watch has listed (its status refresh is queued by that watch)."""
+    if change == "DELETED":
+        return  # the garbage collector deletes the Jobs the model owned
+    name = str(body["metadata"]["name"])
+    _after_listing(rt, lambda: reconcile_preheat(rt, name))
 
-    node_seen: dict[str, str] = {}
 
-    @kopf.on.event("v1", "nodes", id="llmaz-preheat-nodes", registry=registry)
-    async def node_event(
-        event: kopf.RawEvent, name: str, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        count_event(memo, kw)
-        change = event_type(event)
+def _node_entry(body: Mapping[str, Any]) -> Packed:
+    meta = body.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "uid", "resourceVersion", "labels") if k in meta}
+    return Packed({"apiVersion": "v1", "kind": "Node", "metadata": kept})
+
+
+def _pod_entry(body: Mapping[str, Any]) -> Packed:
+    """What is kept of a preheat pod: who it is and its loader's failure line, if any."""
+    meta = body.get("metadata") or {}
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion", "labels") if k in meta}
+    return Packed({"apiVersion": "v1", "kind": "Pod", "metadata": kept, "cause": loader_cause(body)})
+
+
+def _model_of(body: Mapping[str, Any]) -> str | None:
+    value = ((body.get("metadata") or {}).get("labels") or {}).get(LABEL_PREHEAT_MODEL)
+    return None if value is None else str(value)
+
+
+def watched_kinds(rt: Runtime) -> list[WatchedKind]:
+    """Nodes (cluster-wide, metadata only), preheat Jobs and preheat pods (the preheat namespace)."""
+    node_labels: dict[str, tuple[tuple[str, str], ...]] = {}
+
+    def node_event(change: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name", ""))
         if change == "DELETED":
-            node_seen.pop(name, None)
+            node_labels.pop(name, None)
         else:
-            digest = json.dumps(sorted(dict(labels).items()))
-            if node_seen.get(name) == digest:
-                return  # status heartbeats: nothing preheat selects by
-            node_seen[name] = digest
+            labels = tuple(sorted((meta.get("labels") or {}).items()))
+            if node_labels.get(name) == labels:
+                return  # status updates: nothing preheat selects by
+            node_labels[name] = labels
         if change is None:
             return  # initial listing: the models' own listing reconciles them
-        rt = await listed(memo, kw)
         for model in _concerned(rt):
-            await _refresh(rt, model)
+            _after_listing(rt, lambda model=model: _refresh(rt, model))  # type: ignore[misc]
 
-    @kopf.on.event(
-        OpenModel.group, OpenModel.version, OpenModel.plural, id="llmaz-preheat-models", registry=registry
-    )
-    async def model_event(
-        event: kopf.RawEvent, body: kopf.Body, name: str, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        change = event_type(event)
-        if change == "DELETED":
-            return  # the garbage collector deletes the Jobs the model owned
-        rt = await listed(memo, kw)
-        await reconcile_preheat(rt, name, plain(body))
-        if change is None and marked(body):
-            # the model's status was refreshed without the nodes and Jobs until now (usage)
-            usage.mark(rt, [("model", name)])
-
-    @kopf.index(
-        JOB_GROUP, JOB_VERSION, JOB_PLURAL, id=IDX_PREHEAT_JOBS, labels=_JOB_LABELS, registry=registry
-    )
-    def jobs_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
-        return {str(labels[LABEL_PREHEAT_MODEL]): pack(body)}
-
-    @kopf.on.event(
-        JOB_GROUP, JOB_VERSION, JOB_PLURAL, id="llmaz-preheat-jobs", labels=_JOB_LABELS, registry=registry
-    )
-    async def job_event(
-        event: kopf.RawEvent, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        count_event(memo, kw)
-        change = event_type(event)
-        if change is None:
+    def job_event(change: str | None, body: Mapping[str, Any]) -> None:
+        model = _model_of(body)
+        if change is None or model is None:
             return  # initial listing: the models' own listing reconciles them
-        rt = await listed(memo, kw)
         if change == "DELETED":
             rt.applied.pop(ObjectKey.of(body), None)
-        await _refresh(rt, str(labels[LABEL_PREHEAT_MODEL]))
+        _after_listing(rt, lambda: _refresh(rt, model))
 
-    # Preheat pods come through the pod watch (selector llmaz.io/model-name, which they carry): only
-    # the loader's termination message is kept, the one-line cause PreheatFailed quotes.
-    @kopf.index("v1", "pods", id=IDX_PREHEAT_PODS, labels=_JOB_LABELS, registry=registry)
-    async def causes_by_model(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[Any, Any]:
-        return {
-            str(labels[LABEL_PREHEAT_MODEL]): {
-                "job": labels.get(JOB_NAME_LABEL, ""),
-                "cause": loader_cause(body),
-            }
-        }
-
-    @kopf.on.event("v1", "pods", id="llmaz-preheat-pods", labels=_JOB_LABELS, registry=registry)
-    async def pod_event(
-        event: kopf.RawEvent, body: kopf.Body, labels: kopf.Labels, memo: kopf.Memo, **kw: Any
-    ) -> None:
-        count_event(memo, kw)  # (the serving pods' own handler counts theirs: disjoint labels)
-        if event_type(event) is None or not loader_cause(body):
+    def pod_event(change: str | None, body: Mapping[str, Any]) -> None:
+        model = _model_of(body)
+        if change is None or model is None or not loader_cause(body):
             return  # only a failure line changes what the status says
-        usage.mark(await listed(memo, kw), [("model", str(labels[LABEL_PREHEAT_MODEL]))])
+        usage.mark(rt, [("model", model)])
+
+    where = namespace(rt)
+    return [
+        WatchedKind(
+            api_version="v1",
+            kind="Node",
+            selector="",
+            store_id=IDX_NODES,
+            entries_of=lambda body: {body["metadata"]["name"]: _node_entry(body)},
+            handler=node_event,
+            resource=watched("", "nodes"),
+            namespaced=False,
+            metadata_only=True,
+        ),
+        WatchedKind(
+            api_version="batch/v1",
+            kind="Job",
+            selector=JOB_SELECTOR,
+            store_id=IDX_PREHEAT_JOBS,
+            entries_of=keyed(_model_of, pack),
+            handler=job_event,
+            resource=watched("batch", "jobs"),
+            namespace=where,
+        ),
+        WatchedKind(
+            api_version="v1",
+            kind="Pod",
+            selector=JOB_SELECTOR,
+            store_id=IDX_PREHEAT_PODS,
+            entries_of=keyed(_model_of, _pod_entry),
+            handler=pod_event,
+            resource=watched("", "pods"),
+            namespace=where,
+        ),
+    ]
 
 
 def loader_cause(pod: Any) -> str | None:
