@@ -5,7 +5,8 @@ real API server, in the situations a user meets them outside a steady run:
   with DRA's rule removed would) is named in the log with the API server's answer, and does not
   hold up reconciles of everything else;
 * a child deleted while no operator ran is recreated by the next one, which lists every child kind
-  before it reconciles: the children that exist are not created a second time.
+  before it reconciles: the children that exist are not created a second time;
+* nodes come metadata-only (preheat's watch), and a relabelled node still reaches the index.
 
 The operator is a local process (no container runtime here), with leader election off, watching
 only the test namespace; KWOK pods stand in for the engine.
@@ -13,6 +14,8 @@ only the test namespace; KWOK pods stand in for the engine.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -29,8 +32,14 @@ from operator_helpers import (
     wait_until,
 )
 
+from llmaz.operator.config import OperatorConfig
+from llmaz.operator.handlers import preheat
+from llmaz.operator.kube import Kube
+from llmaz.operator.metrics import Metrics
 from llmaz.operator.rbac import RULES
-from llmaz_devkit.cluster import ControlPlane
+from llmaz.operator.runtime import Indexes, Runtime
+from llmaz.operator.watch import Watches
+from llmaz_devkit.cluster import ControlPlane, NodePool
 
 ACCOUNT = "llmaz-operator-own-watches"
 
@@ -95,3 +104,53 @@ def test_a_child_deleted_while_no_operator_ran_is_recreated_and_nothing_is_creat
     lws = get(cp, "lws/chat", namespace)
     assert lws is not None
     assert lws["metadata"]["uid"] == old_lws["metadata"]["uid"]
+
+
+def test_nodes_are_watched_metadata_only_and_a_relabelled_node_reaches_the_index(
+    control_plane: ControlPlane, namespace: str
+) -> None:
+    """Preheat's node watch asks the real API server for ``PartialObjectMetadata``: every listed or
+    watched node comes without spec and status (a node's status, updated by KWOK here as by a
+    kubelet, is most of its bytes and most of its events), and a label set on a node still reaches
+    the index preheat selects nodes from."""
+    cp = control_plane
+    rt = Runtime(OperatorConfig(), None, None, Metrics(), "e2e")  # type: ignore[arg-type]
+    (node_kind,) = [k for k in preheat.watched_kinds(rt) if k.kind == "Node"]
+    seen: list[tuple[str | None, dict[str, Any]]] = []
+    kind = dataclasses.replace(node_kind, handler=lambda change, body: seen.append((change, dict(body))))
+    (node,) = NodePool(f"meta-{namespace}"[:40].rstrip("-"), 1).manifests()
+    name = node["metadata"]["name"]
+    taint = {"key": "llmaz.io/e2e-metadata-only", "value": "only", "effect": "NoSchedule"}
+    node["spec"] = {"taints": [taint]}
+
+    async def scenario() -> list[dict[str, Any]]:
+        kube = Kube.connect(cp.admin_kubeconfig)
+        watches = Watches(kube, [kind], [], rt.metrics.count_event)
+        indexes = Indexes({}, watches.stores)
+        watches.start()
+        try:
+            await asyncio.wait_for(watches.listed.wait(), 30)
+            await asyncio.to_thread(cp.apply, [node])
+            await asyncio.to_thread(cp.kubectl, "label", "node", name, "llmaz.io/e2e-relabelled=yes")
+            for _ in range(300):
+                labels = {n["name"]: n["labels"] for n in indexes.nodes()}.get(name) or {}
+                if labels.get("llmaz.io/e2e-relabelled") == "yes":
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError(f"the label never reached the index: {indexes.nodes()}")
+        finally:
+            await watches.stop()
+            await kube.aclose()
+            await asyncio.to_thread(cp.kubectl, "delete", "node", name, "--ignore-not-found")
+        return [body for _, body in seen]
+
+    bodies = asyncio.run(scenario())
+    assert len(bodies) >= 3  # listed (other nodes), added, relabelled
+    for body in bodies:
+        assert "status" not in body, body
+        assert "spec" not in body, body
+        assert body["metadata"]["name"]
+    mine = [b for b in bodies if b["metadata"]["name"] == name]
+    assert mine, [b["metadata"]["name"] for b in bodies]
+    assert {b["kind"] for b in mine} == {"PartialObjectMetadata"}
