@@ -15,7 +15,7 @@ import pytest
 
 from llmaz.operator import engine
 from llmaz.operator.handlers import watched_kinds
-from llmaz.operator.runtime import Indexes, Runtime
+from llmaz.operator.runtime import IDX_PREHEAT_PODS, Indexes, Runtime
 from llmaz.operator.watch import Store, WatchedKind, Watches, WatchGone
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -330,6 +330,25 @@ def test_cluster_scoped_kinds_are_watched_once_when_the_operator_serves_some_nam
             watches.stream(kind, "a")
     for kind in ("Playground", "LeaderWorkerSet", "Pod"):
         assert {watches.stream(kind, ns).namespace for ns in ("a", "b")} == {"a", "b"}
+
+
+def test_preheat_jobs_and_pods_are_watched_in_the_preheat_namespace_whatever_is_served(
+    make_runtime: Callable[[Any], Runtime],
+) -> None:
+    """The Jobs preheat creates live in its namespace; an operator serving other namespaces still
+    sees them finish (and nodes, cluster-scoped, are watched once)."""
+    rt = make_runtime(None)
+    rt.config.model_loader.preheat_namespace = "models"
+    watches = Watches(None, watched_kinds(rt), ["a", "b"], rt.metrics.count_event)  # type: ignore[arg-type]
+    assert watches.stream("Job", "models").kind.selector == "llmaz.io/preheat-model"
+    preheat_pods = watches.stream("Pod", "models", store_id=IDX_PREHEAT_PODS)
+    assert preheat_pods.kind.selector == "llmaz.io/preheat-model"
+    for ns in ("a", "b", None):
+        with pytest.raises(StopIteration):
+            watches.stream("Job", ns)
+        with pytest.raises(StopIteration):
+            watches.stream("Pod", ns, store_id=IDX_PREHEAT_PODS)
+    assert watches.stream("Node").namespace is None
 
 
 def test_a_playground_deleted_while_the_watch_was_down_is_dropped_with_what_is_kept_of_it(
