@@ -18,7 +18,7 @@ from llmaz.operator.handlers._common import watched
 from llmaz.operator.kube import ObjectKey
 from llmaz.operator.preheat import marked, namespace, reconcile_preheat
 from llmaz.operator.runtime import IDX_NODES, IDX_PREHEAT_JOBS, IDX_PREHEAT_PODS, Packed, Runtime, pack
-from llmaz.operator.watch import WatchedKind, keyed
+from llmaz.operator.watch import Handler, WatchedKind, keyed
 from llmaz.render.preheat import LABEL_PREHEAT_MODEL
 
 JOB_SELECTOR = LABEL_PREHEAT_MODEL
@@ -109,39 +109,39 @@ def watched_kinds(rt: Runtime) -> list[WatchedKind]:
             return  # only a failure line changes what the status says
         usage.mark(rt, [("model", model)])
 
+    nodes = WatchedKind(
+        api_version="v1",
+        kind="Node",
+        selector="",
+        store_id=IDX_NODES,
+        entries_of=lambda body: {body["metadata"]["name"]: _node_entry(body)},
+        handler=node_event,
+        resource=watched("", "nodes"),
+        namespaced=False,
+        metadata_only=True,
+    )
+    return [nodes, *_in_preheat_namespace(rt, job_event, pod_event)]
+
+
+def _in_preheat_namespace(rt: Runtime, job_event: Handler, pod_event: Handler) -> list[WatchedKind]:
+    """Preheat Jobs and their pods: in the preheat namespace only, by the model they download."""
     where = namespace(rt)
+    kinds = (
+        ("batch/v1", "Job", IDX_PREHEAT_JOBS, pack, job_event, watched("batch", "jobs")),
+        ("v1", "Pod", IDX_PREHEAT_PODS, _pod_entry, pod_event, watched("", "pods")),
+    )
     return [
         WatchedKind(
-            api_version="v1",
-            kind="Node",
-            selector="",
-            store_id=IDX_NODES,
-            entries_of=lambda body: {body["metadata"]["name"]: _node_entry(body)},
-            handler=node_event,
-            resource=watched("", "nodes"),
-            namespaced=False,
-            metadata_only=True,
-        ),
-        WatchedKind(
-            api_version="batch/v1",
-            kind="Job",
+            api_version=api_version,
+            kind=kind,
             selector=JOB_SELECTOR,
-            store_id=IDX_PREHEAT_JOBS,
-            entries_of=keyed(_model_of, pack),
-            handler=job_event,
-            resource=watched("batch", "jobs"),
+            store_id=store_id,
+            entries_of=keyed(_model_of, kept),
+            handler=handler,
+            resource=resource,
             namespace=where,
-        ),
-        WatchedKind(
-            api_version="v1",
-            kind="Pod",
-            selector=JOB_SELECTOR,
-            store_id=IDX_PREHEAT_PODS,
-            entries_of=keyed(_model_of, _pod_entry),
-            handler=pod_event,
-            resource=watched("", "pods"),
-            namespace=where,
-        ),
+        )
+        for api_version, kind, store_id, kept, handler, resource in kinds
     ]
 
 
