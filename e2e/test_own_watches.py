@@ -110,9 +110,9 @@ def test_nodes_are_watched_metadata_only_and_a_relabelled_node_reaches_the_index
     control_plane: ControlPlane, namespace: str
 ) -> None:
     """Preheat's node watch asks the real API server for ``PartialObjectMetadata``: every listed or
-    watched node comes without spec and status (a node's status, updated by KWOK here as by a
-    kubelet, is most of its bytes and most of its events), and a label set on a node still reaches
-    the index preheat selects nodes from."""
+    watched node comes without spec and status (KWOK updates a node's status here as a kubelet
+    does: most of a node's events), and a label set on a node still reaches the index preheat
+    selects nodes from."""
     cp = control_plane
     rt = Runtime(OperatorConfig(), None, None, Metrics(), "e2e")  # type: ignore[arg-type]
     (node_kind,) = [k for k in preheat.watched_kinds(rt) if k.kind == "Node"]
