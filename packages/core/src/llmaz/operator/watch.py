@@ -146,7 +146,7 @@ class WatchedKind:
     only, whatever the operator serves (preheat's Jobs and pods, in the preheat namespace).
     ``metadata_only``: the API server sends each object's metadata only (``PartialObjectMetadata``:
     name, uid, resourceVersion, labels, annotations...), for a kind whose index keeps nothing else
-    (nodes, whose status updates are most of their events and most of their bytes)."""
+    (nodes: most of their events are status updates, and the status is left out)."""
 
     api_version: str
     kind: str
