@@ -322,37 +322,69 @@ def test_a_create_that_keeps_failing_is_retried_later_and_later(
     assert [verb for verb, _ in kube.writes] == []  # nothing written: every create failed
 
 
-def test_a_reconcile_waits_when_too_many_creates_of_a_kind_are_waiting(
+def test_creates_waiting_for_cluster_ips_hold_up_no_reconcile_and_no_other_kind(
     make_runtime: Callable[[Any], Runtime], child_writes: Any
 ) -> None:
-    """Each create not ended holds its rendered object: at N = 1000 the ``-lb`` Services waiting
-    for cluster IPs took the operator's RSS past its 130-MB budget. Beyond
-    ``CREATE_ROOM_PER_KIND * workers`` creates of a kind, the next reconcile waits for one to end."""
+    """The API server allocates cluster IPs one at a time, slowly while it also creates other
+    objects. When a reconcile waited for room among the ``-lb`` Service creates, LeaderWorkerSets
+    came only as fast as cluster IPs and the allocator shared the machine with them all along
+    (issue 15). Now every reconcile returns at once, however many Service creates wait; every
+    owner's LWS is created while they wait; at most ``CREATE_SLOTS_PER_KIND * workers`` creates of
+    a kind are in flight; and the Services are created in the order their owners queued them."""
     kube = SlowServiceCreates(child_writes)
     rt = make_runtime(kube)
-    rt.config = rt.config.model_copy(update={"workers": 1})
-    room = engine.CREATE_ROOM_PER_KIND
+    rt.config = rt.config.model_copy(update={"workers": 4})
+    slots = int(4 * engine.CREATE_SLOTS_PER_KIND)
+    owners = 25  # many times the slots, and more than four times `workers`
+    in_flight: list[int] = []
+    started: list[str] = []
+    inner = kube.create_or_apply_async
+
+    async def counting(obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+        if obj["kind"] == "Service":
+            started.append(obj["metadata"]["name"])
+            in_flight.append(1)
+            try:
+                return await inner(obj, exists=exists)
+            finally:
+                in_flight.pop()
+        return await inner(obj, exists=exists)
+
+    kube.create_or_apply_async = counting  # type: ignore[method-assign]
+    most: list[int] = []
 
     def owner(i: int) -> dict[str, Any]:
         return {**OWNER, "metadata": {**OWNER["metadata"], "name": f"chat{i}", "uid": f"uid-{i}"}}
+
+    def lws(i: int) -> dict[str, Any]:
+        return {**LWS, "metadata": {**LWS["metadata"], "name": f"chat{i}"}}
 
     def lb(i: int) -> dict[str, Any]:
         return {**LB, "metadata": {**LB["metadata"], "name": f"chat{i}-lb"}}
 
     async def scenario() -> None:
-        for i in range(room):  # each returns with its create started, not ended
-            await engine.apply_children(rt, owner(i), Plan(objects=(lb(i),)), [])
-        one_more = asyncio.ensure_future(
-            engine.apply_children(rt, owner(room), Plan(objects=(lb(room),)), [])
-        )
-        done, _ = await asyncio.wait({one_more}, timeout=0.3)
-        assert not done  # no room: it waits, holding nothing new
-        assert len(rt.creates) == room
+        for i in range(owners):  # a Service before its LWS, as the render orders them
+            done, _ = await asyncio.wait(
+                {
+                    asyncio.ensure_future(
+                        engine.apply_children(rt, owner(i), Plan(objects=(lb(i), lws(i))), [])
+                    )
+                },
+                timeout=1,
+            )
+            assert done, f"the reconcile of owner {i} waited"
+        await _until(lambda: sum(obj["kind"] == "LeaderWorkerSet" for _, obj in kube.writes) == owners)
+        most.append(len(in_flight))
+        assert not any(obj["kind"] == "Service" for _, obj in kube.writes)
+        assert rt.creating == owners  # the Services, each known as being created
         kube.release.set()
-        await one_more
         await _creates_done(rt)
 
     asyncio.run(scenario())
-    assert sorted(obj["metadata"]["name"] for _, obj in kube.writes) == sorted(
-        f"chat{i}-lb" for i in range(room + 1)
+    assert most == [slots]
+    assert started == [f"chat{i}-lb" for i in range(owners)]
+    assert sorted(obj["metadata"]["name"] for _, obj in kube.writes if obj["kind"] == "Service") == sorted(
+        started
     )
+    assert rt.creates == {}
+    assert rt.creates_of == {}

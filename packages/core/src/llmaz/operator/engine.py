@@ -22,10 +22,19 @@ from llmaz.api.conventions import ANNOTATION_RENDER_HASH, DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_AVAILABLE
 from llmaz.operator.diff import contains
 from llmaz.operator.flavors import FlavorChoice, choose_flavor
-from llmaz.operator.kube import KubeError, ObjectKey, namespace_terminating, status_target_gone
+from llmaz.operator.kube import (
+    KubeError,
+    ObjectKey,
+    decode,
+    encode,
+    namespace_terminating,
+    status_target_gone,
+)
 from llmaz.operator.runtime import (
+    CreateLine,
     Creating,
     Indexes,
+    QueuedCreate,
     Runtime,
     Settled,
     Settling,
@@ -200,7 +209,7 @@ async def apply_children(
         if exists:
             applies.append(_write_child(rt, owner, key, digest, desired, exists=True))
         else:
-            await _start_create(rt, owner, key, digest, desired)
+            _start_create(rt, owner, key, digest, desired)
     await asyncio.gather(*applies)
     prunable = set(result.prune_kinds)
     pruned = False
@@ -248,31 +257,23 @@ CREATE_SLOTS_PER_KIND = 0.5
 """Creates of one kind in flight at once, as a share of ``workers``: the `-lb` Services waiting in
 line for their cluster IPs never take every thread from the LeaderWorkerSets and inference
 Services created meanwhile."""
-CREATE_ROOM_PER_KIND = 4
-"""Creates of one kind started and not ended, as a multiple of ``workers``; a reconcile that would
-start one more waits. Each waiting create holds its rendered object: at N = 1000, with no bound,
-~900 ``-lb`` Services waited for cluster IPs, and the operator's RSS peaked at 145 MB (steady
-131.9 MB; 124-126 MB before creates ran in the background; issue 15)."""
 
 
-def _semaphore(
-    table: dict[tuple[str, str], asyncio.Semaphore], key: ObjectKey, size: float
-) -> asyncio.Semaphore:
-    found = table.get((key.api_version, key.kind))
-    if found is None:
-        found = table[(key.api_version, key.kind)] = asyncio.Semaphore(max(1, int(size)))
-    return found
+def _start_create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
+    """Queue a child's create (:attr:`Runtime.creates` until it ends); it runs in the background,
+    in the order queued, with at most :data:`CREATE_SLOTS_PER_KIND` of ``workers`` creates of its
+    kind in flight. The reconcile never waits, for a slot or for room in the queue.
 
-
-async def _start_create(
-    rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any]
-) -> None:
-    """Create a child in the background (:attr:`Runtime.creates` until it ends), once there is room
-    for one more create of its kind (:data:`CREATE_ROOM_PER_KIND`). At N = 300 each inference
-    Service's reconcile waited ~2.7 s for its ``-lb`` Service, so its LeaderWorkerSet, and the next
-    Playgrounds' inference Services, were created only as fast as the API server allocated cluster
-    IPs (~12 per second) and the LWS controller started late (issue 15)."""
-    await _semaphore(rt.create_room, key, rt.config.workers * CREATE_ROOM_PER_KIND).acquire()
+    Why nothing waits (issue 15): the API server allocates cluster IPs one at a time, and each
+    allocation is slow while the API server is also busy creating other objects. When a
+    reconcile waited for room among the ``-lb`` Service creates, every LeaderWorkerSet and
+    inference Service was created only as fast as cluster IPs were allocated, so the allocator
+    shared the machine with them for the whole rollout: at N = 500, 40-46 ``-lb`` Services per
+    second. Queued without waiting, the other children are created first, while the allocator
+    could not go fast anyway (the Playgrounds themselves are being created), and then the ``-lb``
+    Services come at 107-148 per second. A queued create keeps its object encoded (<1 KB for a
+    Service), not as the rendered dicts: when thousands of creates held those, the operator's
+    RSS went past its budget at N = 1000."""
     uid = uid_of(owner)
     rt.creates[key] = Creating(digest)
     rt.creates_of[uid] = rt.creates_of.get(uid, 0) + 1
@@ -282,7 +283,24 @@ async def _start_create(
         "kind": owner.get("kind"),
         "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": uid},
     }
-    rt.spawn(_create(rt, stub, key, digest, desired))
+    line = rt.create_lines.get((key.api_version, key.kind))
+    if line is None:
+        line = rt.create_lines[(key.api_version, key.kind)] = CreateLine()
+    line.waiting.append(QueuedCreate(stub, key, digest, encode(desired)))
+    slots = max(1, int(rt.config.workers * CREATE_SLOTS_PER_KIND))
+    while line.running < slots and line.running < len(line.waiting):
+        line.running += 1
+        rt.spawn(_run_creates(rt, line))
+
+
+async def _run_creates(rt: Runtime, line: CreateLine) -> None:
+    """One of a kind's create slots: create queued children until none is left."""
+    try:
+        while line.waiting:
+            queued = line.waiting.popleft()
+            await _create(rt, queued.owner, queued.key, queued.digest, decode(queued.body))
+    finally:
+        line.running -= 1
 
 
 async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any]) -> None:
@@ -292,12 +310,10 @@ async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
     uid = uid_of(owner)
     failed: Exception | None = None
     try:
-        async with _semaphore(rt.create_slots, key, rt.config.workers * CREATE_SLOTS_PER_KIND):
-            await _write_child(rt, owner, key, digest, desired, exists=False)
+        await _write_child(rt, owner, key, digest, desired, exists=False)
     except Exception as err:  # a bug must not end unseen in a task: logged and retried
         failed = err
     finally:
-        rt.create_room[(key.api_version, key.kind)].release()
         creating = rt.creates.pop(key, None)
         left = rt.creates_of.get(uid, 1) - 1
         if left > 0:
