@@ -7,7 +7,12 @@ when the creates of each child kind completed, counted from that first create, w
 server's time per create, and the operator's requests in the pass's window by verb and resource.
 Comparing a fast pair with a slow one of the same run shows where the time went (issue 15).
 
-Run: ``.venv/bin/python benchmarks/audit_timeline.py /tmp/llmaz-opbench-100-XXXX [--window 10]``.
+With ``--by-second``, each pass also second by second: the creates that ended, the ``IPAddress``
+creates the cluster-IP allocator made (one at a time) and their mean time, and the requests in
+flight (the *Twenty-eighth round* of the benchmark's history found the children gap that way).
+
+Run: ``.venv/bin/python benchmarks/audit_timeline.py /tmp/llmaz-opbench-100-XXXX [--window 10]
+[--by-second]``.
 """
 
 from __future__ import annotations
@@ -117,6 +122,39 @@ def report(requests: list[Request], t0: float, namespace: str, window: float) ->
     return "\n".join(lines)
 
 
+IPADDRESSES = "ipaddresses.networking.k8s.io"
+
+
+def by_second(requests: list[Request], t0: float, namespace: str, window: float) -> str:
+    """One line per second of the pass: the child and Playground creates that ended in it, the
+    ``IPAddress`` creates (the API server's cluster-IP allocator, one at a time) that started in
+    it and their mean time, and how many requests of anyone were in flight on average
+    (watches aside)."""
+    kinds = (CHILDREN[2], CHILDREN[1], CHILDREN[0], "playgrounds.inference.llmaz.io")  # as the header
+    ended: dict[int, Counter[str]] = defaultdict(Counter)
+    addresses: dict[int, list[float]] = defaultdict(list)
+    busy: dict[int, float] = defaultdict(float)
+    seconds = int(window)
+    for r in requests:
+        if r.verb == "watch" or r.end < t0 or r.start > t0 + window:
+            continue
+        if r.namespace == namespace and r.verb == "create" and r.code in (200, 201) and r.kind in kinds:
+            ended[int(r.end - t0)][r.kind] += 1
+        if r.kind == IPADDRESSES and r.verb == "create" and r.start >= t0:
+            addresses[int(r.start - t0)].append(r.end - r.start)
+        for second in range(max(0, int(r.start - t0)), min(seconds, int(r.end - t0) + 1)):
+            busy[second] += max(0.0, min(r.end, t0 + second + 1) - max(r.start, t0 + second))
+    last = max((sec for sec, c in ended.items() if any(c[k] for k in CHILDREN)), default=0)
+    header = "-lb / LWS / inference Service / Playground creates ended; IPAddress creates; in flight"
+    lines = [f"{namespace} pass, by second: {header}"]
+    for second in range(last + 1):
+        c, ips = ended[second], addresses[second]
+        mean = 1000 * sum(ips) / len(ips) if ips else 0.0
+        counts = " / ".join(f"{c[k]:3d}" for k in kinds)
+        lines.append(f"  {second:3d}  {counts};  {len(ips):3d}, {mean:5.1f} ms;  {busy[second]:5.1f}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -125,11 +163,18 @@ def main() -> None:
     parser.add_argument(
         "--window", type=float, default=60.0, help="seconds after a pass's first create to look at"
     )
+    parser.add_argument(
+        "--by-second",
+        action="store_true",
+        help="also print each pass second by second: creates, cluster-IP allocations, requests in flight",
+    )
     args = parser.parse_args()
     for logs_dir in sorted(args.workdir.glob("**/cp/logs"), key=lambda p: p.stat().st_mtime):
         requests = read(logs_dir)
         for t0, namespace in passes(requests):
             print(report(requests, t0, namespace, args.window))
+            if args.by_second:
+                print(by_second(requests, t0, namespace, args.window))
 
 
 if __name__ == "__main__":
