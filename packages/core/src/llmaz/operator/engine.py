@@ -269,11 +269,12 @@ def _start_create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
     reconcile waited for room among the ``-lb`` Service creates, every LeaderWorkerSet and
     inference Service was created only as fast as cluster IPs were allocated, so the allocator
     shared the machine with them for the whole rollout: at N = 500, 40-46 ``-lb`` Services per
-    second. Queued without waiting, the other children are created first, while the allocator
-    could not go fast anyway (the Playgrounds themselves are being created), and then the ``-lb``
-    Services come at 60-170 per second (N = 500 and 1000). A queued create keeps its object
-    encoded (<1 KB for a ``-lb`` Service, ~4 KB for an LWS), not as the rendered dicts: when ~900
-    waiting creates held those at N = 1000, the operator's RSS went past its budget."""
+    second. Queued without waiting, the other children are created as fast as the API server
+    takes them, while the allocator could not go fast anyway (the Playgrounds themselves are being
+    created), and most ``-lb`` Services come after them, at 60-170 per second (N = 500 and 1000).
+    A queued create keeps its object encoded (<1 KB for a ``-lb`` Service, ~4 KB for an LWS), not
+    as the rendered dicts: when ~900 waiting creates held those at N = 1000, the operator's RSS went
+    past its budget."""
     uid = uid_of(owner)
     rt.creates[key] = Creating(digest)
     rt.creates_of[uid] = rt.creates_of.get(uid, 0) + 1
