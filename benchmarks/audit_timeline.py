@@ -12,7 +12,7 @@ creates the cluster-IP allocator made (one at a time) and their mean time, and t
 flight (the *Twenty-eighth round* of the benchmark's history found the children gap that way).
 
 Run: ``.venv/bin/python benchmarks/audit_timeline.py /tmp/llmaz-opbench-100-XXXX [--window 10]
-[--by-second]``.
+[--by-second [--step 0.25]]``.
 """
 
 from __future__ import annotations
@@ -125,33 +125,34 @@ def report(requests: list[Request], t0: float, namespace: str, window: float) ->
 IPADDRESSES = "ipaddresses.networking.k8s.io"
 
 
-def by_second(requests: list[Request], t0: float, namespace: str, window: float) -> str:
-    """One line per second of the pass: the child and Playground creates that ended in it, the
-    ``IPAddress`` creates (the API server's cluster-IP allocator, one at a time) that started in
-    it and their mean time, and how many requests of anyone were in flight on average
-    (watches aside)."""
+def by_second(requests: list[Request], t0: float, namespace: str, window: float, step: float = 1.0) -> str:
+    """One line per ``step`` seconds of the pass: the child and Playground creates that ended in
+    it, the ``IPAddress`` creates (the API server's cluster-IP allocator, one at a time) that
+    started in it and their mean time, and how many requests of anyone were in flight on average
+    (watches aside). A step under a second shows the 2-3 s window of N = 100."""
     kinds = (CHILDREN[2], CHILDREN[1], CHILDREN[0], "playgrounds.inference.llmaz.io")  # as the header
     ended: dict[int, Counter[str]] = defaultdict(Counter)
     addresses: dict[int, list[float]] = defaultdict(list)
     busy: dict[int, float] = defaultdict(float)
-    seconds = int(window)
+    steps = int(window / step)
     for r in requests:
         if r.verb == "watch" or r.end < t0 or r.start > t0 + window:
             continue
         if r.namespace == namespace and r.verb == "create" and r.code in (200, 201) and r.kind in kinds:
-            ended[int(r.end - t0)][r.kind] += 1
+            ended[int((r.end - t0) / step)][r.kind] += 1
         if r.kind == IPADDRESSES and r.verb == "create" and r.start >= t0:
-            addresses[int(r.start - t0)].append(r.end - r.start)
-        for second in range(max(0, int(r.start - t0)), min(seconds, int(r.end - t0) + 1)):
-            busy[second] += max(0.0, min(r.end, t0 + second + 1) - max(r.start, t0 + second))
+            addresses[int((r.start - t0) / step)].append(r.end - r.start)
+        for i in range(max(0, int((r.start - t0) / step)), min(steps, int((r.end - t0) / step) + 1)):
+            begin = t0 + i * step
+            busy[i] += max(0.0, min(r.end, begin + step) - max(r.start, begin)) / step
     last = max((sec for sec, c in ended.items() if any(c[k] for k in CHILDREN)), default=0)
     header = "-lb / LWS / inference Service / Playground creates ended; IPAddress creates; in flight"
-    lines = [f"{namespace} pass, by second: {header}"]
-    for second in range(last + 1):
-        c, ips = ended[second], addresses[second]
+    lines = [f"{namespace} pass, by {step:g} s: {header}"]
+    for i in range(last + 1):
+        c, ips = ended[i], addresses[i]
         mean = 1000 * sum(ips) / len(ips) if ips else 0.0
         counts = " / ".join(f"{c[k]:3d}" for k in kinds)
-        lines.append(f"  {second:3d}  {counts};  {len(ips):3d}, {mean:5.1f} ms;  {busy[second]:5.1f}")
+        lines.append(f"  {i * step:5.1f}  {counts};  {len(ips):3d}, {mean:5.1f} ms;  {busy[i]:5.1f}")
     return "\n".join(lines)
 
 
@@ -168,13 +169,16 @@ def main() -> None:
         action="store_true",
         help="also print each pass second by second: creates, cluster-IP allocations, requests in flight",
     )
+    parser.add_argument(
+        "--step", type=float, default=1.0, help="with --by-second: the length of one line, seconds"
+    )
     args = parser.parse_args()
     for logs_dir in sorted(args.workdir.glob("**/cp/logs"), key=lambda p: p.stat().st_mtime):
         requests = read(logs_dir)
         for t0, namespace in passes(requests):
             print(report(requests, t0, namespace, args.window))
             if args.by_second:
-                print(by_second(requests, t0, namespace, args.window))
+                print(by_second(requests, t0, namespace, args.window, args.step))
 
 
 if __name__ == "__main__":
