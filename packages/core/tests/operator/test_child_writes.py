@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -211,6 +213,51 @@ def test_a_child_an_older_operator_wrote_is_applied_with_the_hash_when_the_rende
     assert verb == "apply"
     assert written["spec"] == LWS["spec"]
     assert ANNOTATION_RENDER_HASH in written["metadata"]["annotations"]
+
+
+def _written_with_the_json_hash(rendered: dict[str, Any]) -> dict[str, Any]:
+    """``rendered`` as a release whose render hash was made by ``json.dumps`` left it live: the
+    render with its owner reference, hashed as that release did (the same render, another text,
+    so another hash), the hash annotation added, then what the API server adds."""
+    before = copy.deepcopy(rendered)
+    before["metadata"]["ownerReferences"] = [dict(owner_reference(OWNER))]
+    old_hash = hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    live = copy.deepcopy(before)
+    live["metadata"]["annotations"] = {ANNOTATION_RENDER_HASH: old_hash}
+    live["metadata"].update(resourceVersion="7", uid="lws-uid")
+    return live
+
+
+def _todays_hash(rendered: dict[str, Any]) -> str:
+    desired, _ = engine.desired_child(rendered, owner_reference(OWNER))
+    return str(desired["metadata"]["annotations"][ANNOTATION_RENDER_HASH])
+
+
+def test_a_child_hashed_by_an_older_release_is_not_written_again_after_an_upgrade(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
+) -> None:
+    """The render hash text changed (``json`` to orjson): a child an older release wrote with the
+    same render carries a hash the new one does not make, and is still left alone."""
+    rt = make_runtime(child_writes)
+    live = _written_with_the_json_hash(LWS)
+    assert live["metadata"]["annotations"][ANNOTATION_RENDER_HASH] != _todays_hash(LWS)
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [live])
+    assert child_writes.writes == []
+
+
+def test_a_field_dropped_since_an_older_release_hashed_the_child_is_written_away(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
+) -> None:
+    """The older release's hash is honoured only for the render it was made of: a live child that
+    still holds an env var the new render dropped is applied, with today's hash."""
+    rt = make_runtime(child_writes)
+    old = copy.deepcopy(LWS)
+    old["spec"]["env"] = [{"name": "EXTRA", "value": "1"}]
+    apply_children(rt, OWNER, Plan(objects=(LWS,)), [_written_with_the_json_hash(old)])
+    [(verb, written)] = child_writes.writes
+    assert verb == "apply"
+    assert "env" not in written["spec"]
+    assert written["metadata"]["annotations"][ANNOTATION_RENDER_HASH] == _todays_hash(LWS)
 
 
 LB = {
