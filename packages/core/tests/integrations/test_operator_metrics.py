@@ -47,3 +47,36 @@ def test_per_kind_series_exist_at_zero_before_the_first_reconcile() -> None:
         assert samples[("llmaz_reconciles_total", kind)] == 0
         assert samples[("llmaz_objects_managed", kind)] == 0
     assert samples[("llmaz_queue_depth", None)] == 0
+
+
+def test_each_label_set_counts_on_its_own_series() -> None:
+    """Series are looked up once per label set and kept: every call still counts on its own series."""
+    metrics = Metrics()
+    for _ in range(3):
+        with metrics.reconciling("Playground"):
+            pass
+    with metrics.reconciling("Service"):
+        pass
+    try:
+        with metrics.reconciling("Service"):
+            raise RuntimeError("a failed reconcile")
+    except RuntimeError:
+        pass
+    metrics.count_write("POST", "leaderworkersets")
+    metrics.count_write("POST", "leaderworkersets")
+    metrics.count_write("PATCH", "leaderworkersets")
+    metrics.count_event("pods")
+    text = generate_latest(metrics.registry).decode()
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+    }
+    assert samples[("llmaz_reconciles_total", (("kind", "Playground"),))] == 3
+    assert samples[("llmaz_reconciles_total", (("kind", "Service"),))] == 2
+    assert samples[("llmaz_reconcile_errors_total", (("kind", "Service"),))] == 1
+    assert samples[("llmaz_reconcile_duration_seconds_count", (("kind", "Playground"),))] == 3
+    writes = "llmaz_api_writes_total"
+    assert samples[(writes, (("resource", "leaderworkersets"), ("verb", "POST")))] == 2
+    assert samples[(writes, (("resource", "leaderworkersets"), ("verb", "PATCH")))] == 1
+    assert samples[("llmaz_watch_events_total", (("resource", "pods"),))] == 1
