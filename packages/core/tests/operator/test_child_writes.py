@@ -260,6 +260,20 @@ def test_a_field_dropped_since_an_older_release_hashed_the_child_is_written_away
     assert written["metadata"]["annotations"][ANNOTATION_RENDER_HASH] == _todays_hash(LWS)
 
 
+def test_a_render_orjson_refuses_is_still_hashed_and_created(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, apply_children: Callable[..., None]
+) -> None:
+    """An integer beyond 64 bits (orjson refuses it) fails no reconcile: the child is created."""
+    rt = make_runtime(child_writes)
+    big = copy.deepcopy(LWS)
+    big["spec"]["startupPolicy"] = 2**70
+    apply_children(rt, OWNER, Plan(objects=(big,)), [])
+    [(verb, written)] = child_writes.writes
+    assert verb == "create"
+    assert written["spec"]["startupPolicy"] == 2**70
+    assert len(written["metadata"]["annotations"][ANNOTATION_RENDER_HASH]) == 16
+
+
 LB = {
     "apiVersion": "v1",
     "kind": "Service",

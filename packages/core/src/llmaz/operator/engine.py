@@ -107,8 +107,12 @@ _DIAGNOSIS_REASONS = frozenset(str(r) for r in Reason)
 def _digest(obj: Any) -> str:
     """A hash of ``obj`` (the render hash, and the in-memory keys of status writes). orjson with
     sorted keys: ``json.dumps(..., sort_keys=True)`` took 5 % of the operator's CPU while it
-    created children at N = 500 (issue 15's profile)."""
-    return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    created children at N = 500 (issue 15's profile). What orjson refuses (an integer beyond 64
+    bits) is hashed from :mod:`json`'s text instead, as :func:`~llmaz.operator.kube.encode` does."""
+    try:
+        return hashlib.sha256(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    except TypeError:
+        return _legacy_digest(obj)
 
 
 def _legacy_digest(obj: Any) -> str:
