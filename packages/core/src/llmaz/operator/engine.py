@@ -121,7 +121,7 @@ def _legacy_digest(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()
 
 
-def render_hash_of(obj: Mapping[str, Any]) -> str | None:
+def _render_hash_of(obj: Mapping[str, Any]) -> str | None:
     """The ``llmaz.io/render-hash`` annotation of a live child, if it has one."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     found = annotations.get(ANNOTATION_RENDER_HASH)
@@ -182,7 +182,7 @@ def _as_written(current: Mapping[str, Any], desired: dict[str, Any], digest: str
     render hash when an older release wrote the child, before it had the annotation or when the
     hash was made by ``json`` (:func:`_legacy_digest`; only computed when the hash differs from
     the current one: on an upgrade, or when the render changed)."""
-    live = render_hash_of(current)
+    live = _render_hash_of(current)
     if live is None:
         return without_render_hash(desired)
     if live != digest[:RENDER_HASH_LENGTH]:

@@ -44,9 +44,9 @@ class Metrics:
         """Each labelled series by metric and label values: ``labels()`` looked up per call was
         ~2 % of the operator's CPU while it created children (issue 15's profile)."""
         for kind in kinds:  # every per-kind series from the start, at 0: a dashboard sees no gaps
-            self.reconciles.labels(kind=kind)
-            self.errors.labels(kind=kind)
-            self.managed.labels(kind=kind).set(0)
+            self._of(self.reconciles, kind)
+            self._of(self.errors, kind)
+            self._of(self.managed, kind).set(0)
 
     def _counter(self, name: str) -> Counter:
         family = FAMILIES[name]
