@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from llmaz_devkit.cluster import ControlPlane, processes_mentioning
+from llmaz_devkit.demo import reset_workdir
 
 LLMAZ = [sys.executable, "-m", "llmaz.cli"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -123,12 +124,15 @@ def test_demo_is_a_registered_command(flag: str) -> None:
     assert "--kubeconfig" in res.stdout
 
 
-def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: str) -> None:
+def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: str, tmp_path: Path) -> None:
     examples = ROOT / "docs" / "examples"
+    workdir = tmp_path / "demo"
     res = subprocess.run(
         [
             *LLMAZ,
             "demo",
+            "--workdir",
+            str(workdir),
             "--kubeconfig",
             str(control_plane.admin_kubeconfig),
             "--namespace",
@@ -152,6 +156,12 @@ def test_demo_uses_an_existing_cluster(control_plane: ControlPlane, namespace: s
     pods = control_plane.get_json("pods", "-n", namespace)["items"]
     pools = {p["metadata"]["name"]: p["spec"]["nodeName"].split("-")[1] for p in pods}
     assert pools == {"qwen2-0--5b-gguf-0": "cpu", "qwen2-0--5b-sglang-0": "l4"}
+    # the next demo in the same work dir takes it (a local demo after `./dev test` once refused
+    # the chart and operator files this one leaves as "files a demo did not make")
+    left = sorted(p.name for p in workdir.iterdir())
+    assert "operator.log" in left, left
+    reset_workdir(workdir)
+    assert not workdir.exists(), left
 
 
 @pytest.mark.parametrize("sigint_ignored", [False, True], ids=["default", "inherited-ignored"])

@@ -47,7 +47,7 @@ from llmaz_devkit.cluster import (
     repo_root,
 )
 
-__all__ = ["DEMO_EXAMPLES", "DEMO_NODE_POOLS", "DemoError", "demo", "llmaz_crd_documents"]
+__all__ = ["DEMO_EXAMPLES", "DEMO_NODE_POOLS", "DemoError", "demo", "llmaz_crd_documents", "reset_workdir"]
 
 # Several backends and flavors: vLLM (L4 preferred, A100 fallback), SGLang on L4, llama.cpp on CPU and
 # a multi-host SGLang LeaderWorkerSet spanning two 8x A100 nodes.
@@ -509,8 +509,10 @@ def _running_owner(workdir: Path) -> int | None:
     return owner if owner and pid_alive(owner) else None
 
 
-# What a ControlPlane work dir holds; a directory with anything else is not wiped.
-_CONTROL_PLANE_ENTRIES = frozenset(
+# What a demo's work dir holds: the control plane's files (none with --kubeconfig), the chart and
+# Helm's home (install_chart), the operator's config, kubeconfig and log (start_operator). A
+# directory with anything else is not wiped.
+_DEMO_ENTRIES = frozenset(
     {
         WORKDIR_MARKER,
         STATE_FILE,
@@ -521,18 +523,22 @@ _CONTROL_PLANE_ENTRIES = frozenset(
         "etcd",
         "logs",
         "pki",
+        "chart",
+        "helm-home",
+        "operator.log",
+        "operator.yaml",
     }
 )
 
 
-def _reset_workdir(workdir: Path) -> None:
+def reset_workdir(workdir: Path) -> None:
     """Remove the previous demo's data; refuse a directory the demo did not make."""
     if not workdir.exists():
         return
     if not workdir.is_dir():
         raise DemoError(f"--workdir {workdir} is not a directory")
     names = {p.name for p in workdir.iterdir()}
-    foreign = sorted(n for n in names if n not in _CONTROL_PLANE_ENTRIES and not n.endswith(".kubeconfig"))
+    foreign = sorted(n for n in names if n not in _DEMO_ENTRIES and not n.endswith(".kubeconfig"))
     if foreign and WORKDIR_MARKER not in names:
         raise DemoError(
             f"--workdir {workdir} holds files a demo did not make ({', '.join(foreign[:5])}); "
@@ -557,11 +563,13 @@ def run_demo(
     t0 = time.monotonic()
     cp: ControlPlane | None = None
     with contextlib.ExitStack() as stack:
+        # also with --kubeconfig: its chart and operator files go into the work dir, which must
+        # not be a running demo's or a directory the demo did not make
+        owner = _running_owner(workdir)
+        if owner:
+            raise DemoError(f"a demo is already running under {workdir} (pid {owner}): use --down first")
+        reset_workdir(workdir)
         if kubeconfig is None:
-            owner = _running_owner(workdir)
-            if owner:
-                raise DemoError(f"a demo is already running under {workdir} (pid {owner}): use --down first")
-            _reset_workdir(workdir)
             console.print(
                 "[bold]Booting[/bold] etcd, kube-apiserver, controller-manager, scheduler, KWOK and LWS "
                 f"under {workdir} …"
