@@ -257,6 +257,15 @@ def _crds_owned_by(cluster: Cluster, crds: Sequence[Mapping[str, Any]], release:
     return True
 
 
+# The demo's own files in its work dir: the chart and Helm's home (install_chart), the operator's
+# kubeconfig and config (install_chart) and its log (start_operator).
+CHART_DIR = "chart"
+HELM_HOME = "helm-home"
+OPERATOR_KUBECONFIG = "operator.kubeconfig"
+OPERATOR_CONFIG = "operator.yaml"
+OPERATOR_LOG = "operator.log"
+
+
 def install_chart(
     cluster: Cluster, crds: Sequence[Mapping[str, Any]], workdir: Path, console: Console
 ) -> Release:
@@ -271,9 +280,9 @@ def install_chart(
 
     tools = go_tools_root()
     workdir.mkdir(parents=True, exist_ok=True)
-    chart_dir = workdir / "chart"
+    chart_dir = workdir / CHART_DIR
     shutil.rmtree(chart_dir, ignore_errors=True)
-    helm = Helm(tools / "bin" / "helm", cluster.kubeconfig, workdir / "helm-home")
+    helm = Helm(tools / "bin" / "helm", cluster.kubeconfig, workdir / HELM_HOME)
     chart = helm.assembled_chart(repo_root(), chart_dir, tools.parent / "gomod")
     chart_crds = _crds_owned_by(cluster, crds, DEMO_RELEASE, DEMO_RELEASE_NAMESPACE)
     console.print(
@@ -305,9 +314,9 @@ def install_chart(
         install_crds(cluster, crds)
     account = release_fullname(DEMO_RELEASE)
     kubeconfig = release_service_account_kubeconfig(
-        cluster.run, DEMO_RELEASE_NAMESPACE, account, workdir / "operator.kubeconfig"
+        cluster.run, DEMO_RELEASE_NAMESPACE, account, workdir / OPERATOR_KUBECONFIG
     )
-    config = release_config(cluster.run, DEMO_RELEASE_NAMESPACE, DEMO_RELEASE, workdir / "operator.yaml")
+    config = release_config(cluster.run, DEMO_RELEASE_NAMESPACE, DEMO_RELEASE, workdir / OPERATOR_CONFIG)
     console.print(f"the operator runs locally as ServiceAccount {DEMO_RELEASE_NAMESPACE}/{account}")
     return Release(DEMO_RELEASE, DEMO_RELEASE_NAMESPACE, kubeconfig, config)
 
@@ -328,7 +337,7 @@ def start_operator(
     from llmaz_devkit.cluster import free_port
 
     workdir.mkdir(parents=True, exist_ok=True)
-    log = workdir / "operator.log"
+    log = workdir / OPERATOR_LOG
     command = [
         sys.executable,
         "-m",
@@ -509,9 +518,8 @@ def _running_owner(workdir: Path) -> int | None:
     return owner if owner and pid_alive(owner) else None
 
 
-# What a demo's work dir holds: the control plane's files (none with --kubeconfig), the chart and
-# Helm's home (install_chart), the operator's config, kubeconfig and log (start_operator). A
-# directory with anything else is not wiped.
+# What a demo's work dir holds: the control plane's files (none with --kubeconfig) and the demo's
+# own (above). A directory with anything else is not wiped.
 _DEMO_ENTRIES = frozenset(
     {
         WORKDIR_MARKER,
@@ -523,10 +531,11 @@ _DEMO_ENTRIES = frozenset(
         "etcd",
         "logs",
         "pki",
-        "chart",
-        "helm-home",
-        "operator.log",
-        "operator.yaml",
+        CHART_DIR,
+        HELM_HOME,
+        OPERATOR_KUBECONFIG,
+        OPERATOR_CONFIG,
+        OPERATOR_LOG,
     }
 )
 
