@@ -3,6 +3,8 @@ the same error reporting as backends and autoscalers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable
 
 import pytest
@@ -132,3 +134,40 @@ def test_installed_plugins_provide_demo_and_karpenter() -> None:
     owner = pm.owner_of_command("karpenter")
     assert owner is not None
     assert owner.kind == "autoscaler+commands"
+
+
+MAIN = """
+import sys
+import llmaz.cli
+sys.argv = ["llmaz", *sys.argv[1:]]
+code = 0
+try:
+    llmaz.cli.main()
+except SystemExit as end:
+    code = end.code
+print(code, sorted(m for m in ("llmaz_devkit.demo", "llmaz_autoscaler_karpenter.cli") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "commands_imported", "shown"),
+    [
+        (["version"], [], "0."),
+        (["operator", "run", "--help"], [], "--kubeconfig"),
+        (["--help"], ["llmaz_autoscaler_karpenter.cli", "llmaz_devkit.demo"], "karpenter"),
+        (["karpenter", "--help"], ["llmaz_autoscaler_karpenter.cli", "llmaz_devkit.demo"], "Usage"),
+    ],
+)
+def test_a_core_command_runs_without_the_plugins_commands(
+    args: list[str], commands_imported: list[str], shown: str
+) -> None:
+    """``llmaz version`` or ``llmaz operator run`` never imports what the plugins' commands need
+    (in the operator that was memory kept for nothing, issue 15); ``llmaz --help`` lists the plugins'
+    commands and they still run. Both plugins are installed in this workspace; a fresh interpreter
+    per command line."""
+    out = subprocess.run(
+        [sys.executable, "-c", MAIN, *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    *output, last = out.splitlines()
+    assert last == f"0 {commands_imported}"
+    assert shown in "\n".join(output)

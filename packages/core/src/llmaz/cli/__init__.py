@@ -10,14 +10,15 @@ listed by ``llmaz plugins list``. :func:`mount` attaches them all to :data:`app`
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import typer
 
 from llmaz.plugins.registry import CommandRegistry
 
-__all__ = ["CORE_COMMAND_MODULES", "app", "main", "mount"]
+__all__ = ["CORE_COMMAND_MODULES", "app", "main", "mount", "runs_core_command"]
 
 CORE_COMMAND_MODULES: tuple[str, ...] = (
     "llmaz.cli.version",
@@ -43,6 +44,9 @@ def _root() -> None:
 
 
 _mounted: set[int] = set()
+"""Apps with the core commands attached."""
+_plugins_mounted: set[int] = set()
+"""Apps with the plugins' commands attached too."""
 
 
 def _attach(target: typer.Typer, name: str, command: Callable[..., Any]) -> None:
@@ -52,24 +56,31 @@ def _attach(target: typer.Typer, name: str, command: Callable[..., Any]) -> None
         target.command(name)(command)
 
 
-def mount(target: typer.Typer = app) -> None:
-    """Attach the core commands, then every plugin's, to ``target`` (once per app).
-
-    A plugin command named like a core command is not attached; a warning says which plugin tried.
-    """
-    if id(target) in _mounted:
-        return
-    _mounted.add(id(target))
+def _core_commands() -> CommandRegistry:
     core = CommandRegistry()
     for module in CORE_COMMAND_MODULES:
         importlib.import_module(module).llmaz_register_commands(register=core)
-    for name, command in core.items.items():
-        _attach(target, name, command)
+    return core
+
+
+def mount(target: typer.Typer = app, *, plugin_commands: bool = True) -> None:
+    """Attach the core commands, then (with ``plugin_commands``) every plugin's, to ``target``
+    (each once per app).
+
+    A plugin command named like a core command is not attached; a warning says which plugin tried.
+    """
+    core = _core_commands()
+    if id(target) not in _mounted:
+        _mounted.add(id(target))
+        for name, command in core.items.items():
+            _attach(target, name, command)
+    if not plugin_commands or id(target) in _plugins_mounted:
+        return
+    _plugins_mounted.add(id(target))
 
     from llmaz.plugins.manager import PluginManager
 
-    # only their commands are needed here, so no offline CEL rules: `llmaz operator run` starts
-    # through this, and the CEL interpreter is ~11 MB of the operator's memory (issue 15); the
+    # only their commands are needed here, so no offline CEL rules (~11 MB of memory); the
     # commands that use the backends (render, plugins) load them with the rules checked
     plugins = PluginManager.from_environment(check_rules=False)
     for name, command in sorted(plugins.commands.items()):
@@ -81,10 +92,20 @@ def mount(target: typer.Typer = app) -> None:
         _attach(target, name, command)
 
 
+def runs_core_command(args: Sequence[str]) -> bool:
+    """Whether the command line ``args`` (without the program name) runs a core command."""
+    return bool(args) and args[0] in _core_commands().items
+
+
 _register = mount
 """Former name of :func:`mount` (tests and older callers)."""
 
 
 def main() -> None:
-    mount()
+    """``llmaz``: a core command (``llmaz operator run``, ``llmaz render``, ...) runs without the
+    plugins' commands: mounting them imports every plugin and what its commands need (``llmaz
+    demo``: rich's live display), start-up time for every core command and, in ``llmaz operator
+    run``, memory kept for the life of the process (issue 15). Anything else (``llmaz``, ``llmaz
+    --help``, a plugin's command) mounts them all."""
+    mount(plugin_commands=not runs_core_command(sys.argv[1:]))
     app()

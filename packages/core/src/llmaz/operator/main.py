@@ -49,10 +49,12 @@ def run(config: OperatorConfig, kubeconfig: Path | None = None) -> int:
 
 
 def load_plugins() -> PluginManager:
-    """The installed plugins, without the offline CEL rules: the API server checks the plugins'
-    BackendRuntimes when the operator applies them, and not importing the CEL interpreter
-    (cel-python and its grammar) keeps ~11 MB out of the operator's memory (issue 15)."""
-    return PluginManager.from_environment(check_rules=False)
+    """The installed plugins' backends and autoscalers, without the offline CEL rules (the API
+    server checks the plugins' BackendRuntimes when the operator applies them, and not importing
+    the CEL interpreter, cel-python and its grammar, keeps ~11 MB out of the operator's memory)
+    and without their ``llmaz`` commands (what those import is memory too: 1.7 MB with ``llmaz
+    demo``'s, issue 15)."""
+    return PluginManager.from_environment(check_rules=False, commands=False)
 
 
 YOUNG_GENERATION = 7000

@@ -218,8 +218,13 @@ class PluginManager:
         trace: bool | None = None,
         environ: Mapping[str, str] | None = None,
         check_rules: bool = True,
+        commands: bool = True,
     ) -> None:
         env = os.environ if environ is None else environ
+        self.with_commands = commands
+        """Whether :meth:`collect` asks the plugins for their ``llmaz`` commands. The operator does
+        not: a plugin's commands bring its command-line dependencies into the process (``llmaz
+        demo`` its rich live display), memory the operator would carry for nothing (issue 15)."""
         self.check_rules = check_rules
         """Whether a backend's BackendRuntime must also pass the CRD's CEL rules offline to be
         accepted. The operator turns it off: the API server checks them when it applies the object,
@@ -249,10 +254,10 @@ class PluginManager:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_environment(
-        cls, environ: Mapping[str, str] | None = None, *, check_rules: bool = True
+        cls, environ: Mapping[str, str] | None = None, *, check_rules: bool = True, commands: bool = True
     ) -> PluginManager:
         """A manager configured from the environment with entry points loaded and collected."""
-        manager = cls(environ=environ, check_rules=check_rules)
+        manager = cls(environ=environ, check_rules=check_rules, commands=commands)
         manager.load()
         return manager
 
@@ -422,7 +427,7 @@ class PluginManager:
                 self._subset_call(plugin, "llmaz_register_backends", register=backends)
             if "llmaz_register_autoscalers" in info.hooks:
                 self._subset_call(plugin, "llmaz_register_autoscalers", register=autoscalers)
-            if "llmaz_register_commands" in info.hooks:
+            if self.with_commands and "llmaz_register_commands" in info.hooks:
                 self._subset_call(plugin, "llmaz_register_commands", register=commands)
         except RegistrationError as exc:
             return "collect", str(exc)
