@@ -892,6 +892,7 @@ async def _work(rt: Runtime) -> None:
                 log.exception("reconcile of %s %s/%s failed", *key)
             finally:
                 queue.busy.discard(key)
+                queue.done += 1
                 rt.metrics.queue_depth.set(queue.depth())
                 if key in queue.again:
                     queue.again.discard(key)

@@ -26,6 +26,7 @@ from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.health import HealthServer
 from llmaz.operator.kube import Kube
 from llmaz.operator.leader import LeaderElector
+from llmaz.operator.memory import trim_after_bursts
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import Indexes, Runtime
 from llmaz.operator.watch import Watches
@@ -110,6 +111,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     )
     rt = Runtime(config=config, plugins=plugins, kube=kube, metrics=metrics, identity=identity())
     tune_gc()  # after the imports and plugins: they live as long as the process
+    trimmer = asyncio.create_task(trim_after_bursts(rt))  # the first trim: what start-up left free
     start_http_server(config.metrics_port, registry=metrics.registry)
     health = HealthServer(config.health_port)
     await health.start()
@@ -184,6 +186,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     for task in waiters[1:]:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+    trimmer.cancel()
     await watches.stop()
     await kube.aclose()
     metrics.leader.set(0)

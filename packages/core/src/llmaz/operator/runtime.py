@@ -390,6 +390,8 @@ class WorkQueue:
     """Objects whose next reconcile first asks the API server whether they still exist (one of
     their children was deleted: :func:`llmaz.operator.engine.reconcile_named`)."""
     workers: int = 0
+    done: int = 0
+    """Reconciles finished since start-up (:mod:`llmaz.operator.memory` trims after bursts)."""
 
     def depth(self) -> int:
         return len(self.waiting) + len(self.urgent) + len(self.later) + len(self.busy)
