@@ -90,8 +90,9 @@ def llmaz_register_commands(register: CommandRegistry) -> None:
     Semantics: as the other registration hooks — called once per plugin at collection, every
     implementation runs, a name must be unique across plugins and must not be a core command's, and
     a failure skips only the offending plugin (``llmaz plugins list`` shows it with the reason).
-    Import the command module inside the implementation if it is costly: the operator collects
-    plugins too. Must not do I/O.
+    Not called by the operator, nor when a core command runs (``llmaz operator run``,
+    ``llmaz render``); called for ``llmaz --help`` and for every other command line, so import the
+    command module inside the implementation if it is costly. Must not do I/O.
 
     .. versionadded:: plugin API 1 (llmaz 0.1)
     """
