@@ -89,7 +89,9 @@ def _plan_playground(
     backend = plugins.get_backend(name) if plugins is not None else None
     runtime = runtimes.get(name)
     if runtime is None and plugin_runtimes and backend is not None:
-        runtime = backend.backend_runtime()
+        # An input, not an output: its CEL rules are checked where it is written (the API server,
+        # or the plugin manager once per process), not again on every render (~1.6 ms each).
+        runtime = backend.backend_runtime(check_rules=False)
     autoscalers: Iterable[Autoscaler] = list(plugins.autoscalers.values()) if plugins is not None else []
     rendered = render_playground(
         playground, models, runtime, backend=backend, autoscalers=autoscalers, flavor=flavor
