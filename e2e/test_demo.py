@@ -95,7 +95,7 @@ def test_demo_down_stops_a_running_demo(tmp_path: Path) -> None:
             check=False,
         )
         assert again.returncode == 1, again.stdout + again.stderr
-        assert f"a demo is already running under {workdir} (pid {demo.pid})" in again.stdout
+        assert f"another demo (pid {demo.pid}) is running under {workdir}" in again.stdout
         assert "Booting" not in again.stdout
         assert demo.poll() is None
         down = subprocess.run(

@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
+import hashlib
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,11 +47,18 @@ from llmaz_devkit.cluster import (
     KubectlError,
     NodePool,
     go_tools_root,
-    pid_alive,
     repo_root,
 )
 
-__all__ = ["DEMO_EXAMPLES", "DEMO_NODE_POOLS", "DemoError", "demo", "llmaz_crd_documents", "reset_workdir"]
+__all__ = [
+    "DEMO_EXAMPLES",
+    "DEMO_NODE_POOLS",
+    "DemoError",
+    "claim_workdir",
+    "demo",
+    "llmaz_crd_documents",
+    "reset_workdir",
+]
 
 # Several backends and flavors: vLLM (L4 preferred, A100 fallback), SGLang on L4, llama.cpp on CPU and
 # a multi-host SGLang LeaderWorkerSet spanning two 8x A100 nodes.
@@ -510,12 +521,30 @@ def _check_stop() -> None:
         raise KeyboardInterrupt
 
 
-def _running_owner(workdir: Path) -> int | None:
+@contextlib.contextmanager
+def claim_workdir(workdir: Path) -> Iterator[None]:
+    """Hold ``workdir`` for one demo while it runs: a second demo given the same work dir (with or
+    without ``--kubeconfig``) would otherwise wipe the first one's files, its operator's log and
+    kubeconfig included. An exclusive ``flock`` on a lock file in the temp dir, named after the work
+    dir's path (the demo removes and remakes the work dir itself); the kernel drops it when the process
+    ends, however it ends, so a killed demo never leaves its work dir claimed."""
+    key = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
+    fd = os.open(Path(tempfile.gettempdir()) / f"llmaz-demo-{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        owner = int(json.loads((workdir / STATE_FILE).read_text()).get("owner", 0))
-    except (OSError, ValueError):
-        return None
-    return owner if owner and pid_alive(owner) else None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise DemoError(
+                f"another demo (pid {holder}) is running under {workdir}: stop it first (Ctrl-C in its "
+                f"shell; for a local one also `./dev demo --down --workdir {workdir}`), or pass another "
+                "--workdir"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        yield
+    finally:
+        os.close(fd)
 
 
 # What a demo's work dir holds: the control plane's files (none with --kubeconfig) and the demo's
@@ -574,9 +603,7 @@ def run_demo(
     with contextlib.ExitStack() as stack:
         # also with --kubeconfig: its chart and operator files go into the work dir, which must
         # not be a running demo's or a directory the demo did not make
-        owner = _running_owner(workdir)
-        if owner:
-            raise DemoError(f"a demo is already running under {workdir} (pid {owner}): use --down first")
+        stack.enter_context(claim_workdir(workdir))
         reset_workdir(workdir)
         if kubeconfig is None:
             console.print(
