@@ -526,10 +526,11 @@ def claim_workdir(workdir: Path) -> Iterator[None]:
     """Hold ``workdir`` for one demo while it runs: a second demo given the same work dir (with or
     without ``--kubeconfig``) would otherwise wipe the first one's files, its operator's log and
     kubeconfig included. An exclusive ``flock`` on a lock file in the temp dir, named after the work
-    dir's path (the demo removes and remakes the work dir itself); the kernel drops it when the process
-    ends, however it ends, so a killed demo never leaves its work dir claimed."""
+    dir's path and the user (the demo removes and remakes the work dir itself); the kernel drops it
+    when the process ends, however it ends, so a killed demo never leaves its work dir claimed."""
     key = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
-    fd = os.open(Path(tempfile.gettempdir()) / f"llmaz-demo-{key}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock = Path(tempfile.gettempdir()) / f"llmaz-demo-{os.getuid()}-{key}.lock"
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
