@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from llmaz_devkit.demo import DemoError, claim_workdir
+from llmaz_devkit.demo import DemoError, claim_workdir, workdir_lock
 
 
 def _demo(workdir: Path, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
@@ -60,3 +60,8 @@ def test_the_claim_is_per_work_dir_and_ends_with_its_holder(tmp_path: Path) -> N
             pass
     with claim_workdir(first):  # released
         pass
+    # the holder's pid is in its lock file while it runs; none is left once every claim has ended
+    with claim_workdir(second):
+        assert workdir_lock(second).read_text() == str(os.getpid())
+    assert not workdir_lock(first).exists()
+    assert not workdir_lock(second).exists()

@@ -58,6 +58,7 @@ __all__ = [
     "demo",
     "llmaz_crd_documents",
     "reset_workdir",
+    "workdir_lock",
 ]
 
 # Several backends and flavors: vLLM (L4 preferred, A100 fallback), SGLang on L4, llama.cpp on CPU and
@@ -521,30 +522,49 @@ def _check_stop() -> None:
         raise KeyboardInterrupt
 
 
+def workdir_lock(workdir: Path) -> Path:
+    """The lock file :func:`claim_workdir` holds for ``workdir`` (in the temp dir, named after the
+    user and the resolved path)."""
+    key = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"llmaz-demo-{os.getuid()}-{key}.lock"
+
+
 @contextlib.contextmanager
 def claim_workdir(workdir: Path) -> Iterator[None]:
     """Hold ``workdir`` for one demo while it runs: a second demo given the same work dir (with or
     without ``--kubeconfig``) would otherwise wipe the first one's files, its operator's log and
     kubeconfig included. An exclusive ``flock`` on a lock file in the temp dir, named after the work
     dir's path and the user (the demo removes and remakes the work dir itself); the kernel drops it
-    when the process ends, however it ends, so a killed demo never leaves its work dir claimed."""
-    key = hashlib.sha256(str(workdir.resolve()).encode()).hexdigest()[:16]
-    lock = Path(tempfile.gettempdir()) / f"llmaz-demo-{os.getuid()}-{key}.lock"
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
+    when the process ends, however it ends, so a killed demo never leaves its work dir claimed. The
+    holder removes the file when it is done (a killed one leaves it for the next to reuse)."""
+    lock = workdir_lock(workdir)
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            os.close(fd)
             raise DemoError(
                 f"another demo (pid {holder}) is running under {workdir}: stop it first (Ctrl-C in its "
                 f"shell; for a local one also `./dev demo --down --workdir {workdir}`), or pass another "
                 "--workdir"
             ) from None
+        try:
+            current = os.stat(lock)
+        except FileNotFoundError:
+            current = None
+        held = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (held.st_dev, held.st_ino):
+            break
+        os.close(fd)  # locked a file its last holder had just removed: take the new one
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         yield
     finally:
+        with contextlib.suppress(FileNotFoundError):
+            lock.unlink()  # while still holding it, so no one else locks the removed file unnoticed
         os.close(fd)
 
 
