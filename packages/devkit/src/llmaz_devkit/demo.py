@@ -536,7 +536,9 @@ def claim_workdir(workdir: Path) -> Iterator[None]:
     kubeconfig included. An exclusive ``flock`` on a lock file in the temp dir, named after the work
     dir's path and the user (the demo removes and remakes the work dir itself); the kernel drops it
     when the process ends, however it ends, so a killed demo never leaves its work dir claimed. The
-    holder removes the file when it is done (a killed one leaves it for the next to reuse)."""
+    holder removes the file when it is done (a killed one leaves it for the next to reuse) and writes
+    its pid in it for the refusal to name: the two things ``filelock`` (the loader's lock) does not
+    do on Unix, where it leaves every lock file behind, hence ``fcntl`` here."""
     lock = workdir_lock(workdir)
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
