@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import aiohttp
 import pytest
 
 from llmaz.operator import engine
+from llmaz.operator import watch as watch_module
 from llmaz.operator.handlers import watched_kinds
 from llmaz.operator.runtime import IDX_PREHEAT_PODS, Indexes, Runtime
 from llmaz.operator.watch import Store, WatchedKind, Watches, WatchGone
@@ -383,3 +386,64 @@ def test_a_playground_deleted_while_the_watch_was_down_is_dropped_with_what_is_k
     assert "pg-1" not in rt.statuses
     assert "pg-1" not in rt.references
     assert ("model", "qwen") in marked[-1]
+
+
+class _Body:
+    """The part of an aiohttp response a stream reads: a status, a body, the lines of a watch."""
+
+    def __init__(
+        self, status: int, body: Any = None, lines: tuple[Any, ...] = (), breaks: bool = False
+    ) -> None:
+        self.status, self._body, self._lines, self._breaks = status, body, lines, breaks
+        self.content = self
+
+    async def __aenter__(self) -> _Body:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def read(self) -> bytes:
+        return json.dumps(self._body).encode()
+
+    async def iter_any(self) -> Any:
+        for line in self._lines:
+            yield json.dumps(line).encode() + b"\n"
+        if self._breaks:
+            raise aiohttp.ClientPayloadError("connection reset mid-stream")
+
+
+def test_a_watch_that_breaks_goes_on_from_the_last_event_it_took(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connection reset in the middle of a watch: the next watch starts at the last event or
+    bookmark taken, so nothing is handled twice (an older state after a newer one) and no
+    version the API server may have compacted meanwhile forces a new listing of every object."""
+    monkeypatch.setattr(watch_module, "RETRY_DELAYS", (0.0,))
+    watches, calls = recording(rt)
+    stream = watches.stream("LeaderWorkerSet", "ns")
+    asked: list[tuple[str, str]] = []
+
+    async def answer(path: str, params: dict[str, str], read_timeout: float, accept: str = "") -> _Body:
+        if "watch" not in params:
+            asked.append(("list", ""))
+            return _Body(200, {"metadata": {"resourceVersion": "100"}, "items": [lws("a", "svc-a", 90)]})
+        asked.append(("watch", params["resourceVersion"]))
+        if len(asked) == 2:
+            events = (
+                {"type": "MODIFIED", "object": lws("a", "svc-a", 120, replicas=2)},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "150"}}},
+            )
+            return _Body(200, lines=events, breaks=True)
+        raise asyncio.CancelledError
+
+    monkeypatch.setattr(watches, "_get", answer)
+
+    async def scenario() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            await stream.run(0)
+
+    asyncio.run(scenario())
+    assert asked == [("list", ""), ("watch", "100"), ("watch", "150")]
+    assert calls == [(None, "a"), ("MODIFIED", "a")]
+

@@ -279,6 +279,11 @@ class _Stream:
         """uid -> resourceVersion of every object this stream has seen and not seen deleted."""
         self._listed_once = False
         self._index = 0
+        self._version: str | None = None
+        """Where a watch resumes: the resourceVersion of the last event or bookmark taken (a
+        watch that breaks mid-stream goes on from there, not from where it started: every event
+        since would be taken again, older states after newer ones, and an old version is more
+        likely to be 410 Gone, which lists every object again); ``None``: list first."""
         meta = kind.metadata_only
         self._accept_list = _METADATA_ONLY.format("PartialObjectMetadataList") if meta else "application/json"
         self._accept_watch = _METADATA_ONLY.format("PartialObjectMetadata") if meta else "application/json"
@@ -289,16 +294,16 @@ class _Stream:
     async def run(self, index: int) -> None:
         self._index = index
         failures = 0
-        version: str | None = None
+        self._version = None
         while True:
             try:
-                if version is None:
-                    version = await self._list()
+                if self._version is None:
+                    self._version = await self._list()
                     self._owner._done_listing(index)
-                version = await self._watch(version)
+                await self._watch()
                 failures = 0
             except WatchGone:
-                version = None
+                self._version = None
             except TimeoutError:
                 # nothing arrived for INACTIVITY_SECONDS: resume at once on a new connection (a
                 # listing that timed out is retried the same way)
@@ -311,7 +316,7 @@ class _Stream:
                 # not served (a CRD not installed) or no permission: reconciles need not wait for it
                 self._owner._done_listing(index)
                 log.warning("cannot watch %s: %s (retry in %.0fs)", self._where(), err, REFUSED_RETRY_SECONDS)
-                version = None
+                self._version = None
                 await asyncio.sleep(REFUSED_RETRY_SECONDS)
             except (aiohttp.ClientError, OSError, ValueError) as err:
                 await self._retry(failures, err)
@@ -377,11 +382,13 @@ class _Stream:
             if kept:
                 self._handle("DELETED", first_packed(kept))
 
-    async def _watch(self, version: str) -> str:
+    async def _watch(self) -> None:
+        """Watch from :attr:`_version` until the API server ends the watch, keeping
+        :attr:`_version` at the last event taken."""
         params = {
             "watch": "1",
             "labelSelector": self.kind.selector,
-            "resourceVersion": version,
+            "resourceVersion": self._version or "",
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(WATCH_SECONDS),
         }
@@ -400,8 +407,7 @@ class _Stream:
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        version = self.event(decode(line), version)
-        return version
+                        self._version = self.event(decode(line), self._version or "")
 
     def event(self, event: Mapping[str, Any], version: str) -> str:
         """Take one watch event; the resourceVersion to resume from after it."""
