@@ -18,7 +18,7 @@ import pytest
 from llmaz.operator import engine
 from llmaz.operator import watch as watch_module
 from llmaz.operator.handlers import watched_kinds
-from llmaz.operator.runtime import IDX_PREHEAT_PODS, Indexes, Runtime
+from llmaz.operator.runtime import IDX_PREHEAT_PODS, IDX_SERVICES, Indexes, Runtime
 from llmaz.operator.watch import Store, WatchedKind, Watches, WatchGone
 
 LWS_API = "leaderworkerset.x-k8s.io/v1"
@@ -447,3 +447,37 @@ def test_a_watch_that_breaks_goes_on_from_the_last_event_it_took(
     assert asked == [("list", ""), ("watch", "100"), ("watch", "150")]
     assert calls == [(None, "a"), ("MODIFIED", "a")]
 
+
+def test_deleting_the_service_a_playground_conflicted_with_reconciles_that_playground(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Playground whose name a user's inference Service already had reports ``NameConflict``
+    and tells the user to delete or rename that Service; once it is deleted the Playground is
+    reconciled at once, not at the next resync (10 minutes by default)."""
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr("llmaz.operator.handlers.service.enqueue", lambda _rt, *key, **_: queued.append(key))
+    watches, _ = recording(rt)
+    rt.stores, rt.indexes = watches.stores, Indexes({}, watches.stores)
+    users = {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Service",
+        "metadata": {"name": "chat", "namespace": "ns", "uid": "users-uid", "resourceVersion": "5"},
+        "spec": {"modelClaims": {"models": [{"name": "qwen"}]}},
+    }
+    pg = {
+        "apiVersion": "inference.llmaz.io/v1alpha1",
+        "kind": "Playground",
+        "metadata": {"name": "chat", "namespace": "ns", "uid": "pg-uid", "resourceVersion": "6"},
+        "spec": {"modelClaim": {"modelName": "qwen"}},
+    }
+
+    async def scenario() -> None:  # (as the watches run: on the event loop)
+        services = watches.stream("Service", "ns", store_id=IDX_SERVICES)
+        services.relisted([copy.deepcopy(users)])
+        watches.stream("Playground", "ns").relisted([copy.deepcopy(pg)])
+        queued.clear()
+        deleted = {**users, "metadata": {**users["metadata"], "resourceVersion": "9"}}
+        services.event({"type": "DELETED", "object": deleted}, "6")
+
+    asyncio.run(scenario())
+    assert ("Playground", "ns", "chat") in queued

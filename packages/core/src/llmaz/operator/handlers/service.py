@@ -42,6 +42,17 @@ def index_entries(body: Mapping[str, Any]) -> dict[Any, Any]:
     return entries
 
 
+def _free_the_name(rt: Runtime, body: Mapping[str, Any]) -> None:
+    """A deleted inference Service that a Playground of its name does not control held that
+    Playground at ``NameConflict``, whose message tells the user to delete it: reconcile the
+    Playground now, not at the next resync (minutes later)."""
+    meta = body["metadata"]
+    ns, name = meta.get("namespace") or "", meta["name"]
+    playground = rt.indexes.playground(ns, name) if rt.indexes is not None else None
+    if playground is not None and controller_uid(body) != uid_of(playground):
+        enqueue(rt, "Playground", ns, name)
+
+
 def watched_kind(rt: Runtime) -> WatchedKind:
     def service_event(kind: str | None, body: Mapping[str, Any]) -> None:
         integrations.workload_event(rt, kind, body)
@@ -59,6 +70,7 @@ def watched_kind(rt: Runtime) -> WatchedKind:
             # as for any child: what we applied is gone, so its Playground creates it again (the
             # cached answer made that reconcile take the deletion for a write not seen yet)
             rt.forget_child(ObjectKey.of(body))
+            _free_the_name(rt, body)
         elif not (echo or status_echo) or key in rt.fresh:
             # (our Playground's apply coming back was reconciled already from its answer, unless
             # that answer is still waiting in rt.fresh: engine.apply_children; our own status
