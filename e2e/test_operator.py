@@ -614,6 +614,13 @@ def test_webhooks_default_openmodels_and_reject_bad_argument_templates(
     kept = (get(cp, "om/qwen-dated") or {})["spec"]
     assert (kept["createdAt"], kept["ownedBy"]) == ("2024-01-02T03:04:05Z", "team-search")
     cp.kubectl("delete", "om/qwen-dated")
+    # the mutating webhook is called before the schema check: a malformed OpenModel gets the
+    # schema's answer naming the field, not "failed calling webhook" (HTTP 500 from a crash)
+    broken = {**model("qwen-broken"), "spec": "oops"}
+    res = cp.kubectl("create", "-f", "-", input=[broken], check=False)
+    assert res.returncode != 0
+    assert "failed calling webhook" not in res.stderr
+    assert "spec in body must be of type object" in res.stderr
     bad = backend_runtime("typo", args=("--model", "{{ .ModelPth }}"), command=())
     res = cp.kubectl("apply", "--server-side", "-f", "-", input=[bad], check=False)
     assert res.returncode != 0

@@ -7,6 +7,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from llmaz.operator.admission import (
     BACKENDRUNTIME_ARGS,
     OPENMODEL_DEFAULTS,
@@ -132,3 +134,44 @@ def test_every_installed_backend_plugins_runtime_is_admitted() -> None:
     for name, backend in plugins.backends.items():
         spec = backend.backend_runtime().to_manifest()["spec"]
         assert backendruntime_problems(spec) == [], name
+
+
+@pytest.mark.parametrize(
+    ("hook_id", "obj"),
+    [
+        (OPENMODEL_DEFAULTS, {"metadata": {"name": "m"}, "spec": "oops"}),
+        (OPENMODEL_DEFAULTS, {"metadata": {"name": "m"}, "spec": ["x"]}),
+        (OPENMODEL_DEFAULTS, {"metadata": {"name": "m", "labels": ["a"]}, "spec": {"familyName": "f"}}),
+        (OPENMODEL_DEFAULTS, {"metadata": "m", "spec": {"familyName": "f"}}),
+        (OPENMODEL_DEFAULTS, ["not", "an", "object"]),
+        (BACKENDRUNTIME_ARGS, {"spec": ["x"]}),
+        (BACKENDRUNTIME_ARGS, {"spec": {"recommendedConfigs": {"a": 1}}}),
+        (BACKENDRUNTIME_ARGS, {"spec": {"recommendedConfigs": ["x"]}}),
+        (BACKENDRUNTIME_ARGS, {"spec": {"recommendedConfigs": [{"args": "--x"}]}}),
+        (
+            BACKENDRUNTIME_ARGS,
+            {"spec": {"recommendedConfigs": [{"resources": {"limits": ["a"], "requests": {"cpu": "1"}}}]}},
+        ),
+        (
+            BACKENDRUNTIME_ARGS,
+            {
+                "spec": {
+                    "recommendedConfigs": [
+                        {"resources": {"limits": {"cpu": {"a": 1}}, "requests": {"cpu": "1"}}}
+                    ]
+                }
+            },
+        ),
+    ],
+)
+def test_a_malformed_object_is_left_to_the_schema_check(hook_id: str, obj: Any) -> None:
+    """The mutating webhook is called before the API server checks the object against the CRD's
+    schema (and a validating one could meet a schema changed by hand): a field of the wrong JSON
+    type is neither patched nor a crash, so the schema check's error names it."""
+    answer = review(webhook(hook_id), _request(obj), NOW)
+    assert answer == {"uid": "abc-123", "allowed": True}
+
+
+def test_a_family_name_that_is_not_a_string_gets_no_label() -> None:
+    obj = {"metadata": {"name": "m"}, "spec": {"familyName": {"a": 1}, "createdAt": "2024-01-01T00:00:00Z"}}
+    assert "patch" not in review(webhook(OPENMODEL_DEFAULTS), _request(obj), NOW)

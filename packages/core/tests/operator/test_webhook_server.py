@@ -91,3 +91,36 @@ def test_a_missing_certificate_is_a_clear_start_up_error(tmp_path: Path) -> None
     server = WebhookServer(Webhook(enabled=True, port=free_port(), cert_dir=str(tmp_path)), lambda: NOW)
     with pytest.raises(WebhookError, match=r"webhook certificate .*tls\.crt .* cannot be loaded"):
         asyncio.run(server.start())
+
+
+def test_a_failing_review_is_a_refusal_that_says_so_not_an_http_500(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in a rule (here: a review that raises) must reach ``kubectl`` as a refusal naming the
+    webhook, not as the API server's "failed calling webhook ... 500"."""
+
+    def broken(*_: Any) -> dict[str, Any]:
+        raise ValueError("boom")
+
+    monkeypatch.setattr("llmaz.operator.webhook_server.review", broken)
+
+    async def scenario() -> tuple[int, dict[str, Any]]:
+        ca = issue_tls(tmp_path)
+        port = free_port()
+        server = WebhookServer(
+            Webhook(enabled=True, port=port, cert_dir=str(tmp_path)), lambda: NOW, "127.0.0.1"
+        )
+        await server.start()
+        try:
+            return await asyncio.to_thread(_post, port, webhook(BACKENDRUNTIME_ARGS).path, _review(BAD), ca)
+        finally:
+            await server.stop()
+
+    status, answer = asyncio.run(scenario())
+    assert status == 200
+    assert answer["response"]["uid"] == "u-1"
+    assert answer["response"]["allowed"] is False
+    assert (
+        "backendruntime-args webhook failed on this object (ValueError: boom)"
+        in (answer["response"]["status"]["message"])
+    )

@@ -38,14 +38,27 @@ __all__ = [
 _BRACES = re.compile(r"\{\{(.*?)\}\}")
 
 
+def _map(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a map, else an empty one. A mutating webhook is called before the API
+    server checks the object against the CRD's schema, so any field may have any JSON type: a
+    malformed part is left alone here, and the schema check that follows names its field (an
+    exception would have answered HTTP 500, which ``kubectl`` shows as "failed calling webhook")."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` if it is a list, else an empty one (see :func:`_map`)."""
+    return value if isinstance(value, list) else []
+
+
 def openmodel_defaults(
     spec: Mapping[str, Any], labels: Mapping[str, str], now: datetime, *, creating: bool
 ) -> dict[str, Any]:
     """A merge patch with the defaults an OpenModel lacks (empty when it has them all)."""
     patch: dict[str, Any] = {}
     family = spec.get("familyName")
-    if family and labels.get(LABEL_MODEL_FAMILY_NAME) != family:
-        patch["metadata"] = {"labels": {LABEL_MODEL_FAMILY_NAME: str(family)}}
+    if family and isinstance(family, str) and labels.get(LABEL_MODEL_FAMILY_NAME) != family:
+        patch["metadata"] = {"labels": {LABEL_MODEL_FAMILY_NAME: family}}
     if creating and not spec.get("createdAt"):
         patch["spec"] = {"createdAt": now.strftime("%Y-%m-%dT%H:%M:%SZ")}
     return patch
@@ -56,8 +69,9 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
     limit of a recommended config below its request."""
     problems: list[str] = []
     known = ", ".join(KNOWN_VARIABLES)
-    for i, config in enumerate(spec.get("recommendedConfigs") or []):
-        for j, arg in enumerate(config.get("args") or []):
+    for i, item in enumerate(_list(spec.get("recommendedConfigs"))):
+        config = _map(item)
+        for j, arg in enumerate(_list(config.get("args"))):
             field = f"spec.recommendedConfigs[{i}].args[{j}]"
             text = str(arg)
             for match in _BRACES.finditer(text):
@@ -74,15 +88,17 @@ def backendruntime_problems(spec: Mapping[str, Any]) -> list[str]:
             rest = _BRACES.sub("", text)
             if "{{" in rest or "}}" in rest:
                 problems.append(f"{field}: unbalanced '{{{{' or '}}}}' in {text!r}")
-        problems += _resource_problems(config.get("resources") or {}, f"spec.recommendedConfigs[{i}]")
+        problems += _resource_problems(_map(config.get("resources")), f"spec.recommendedConfigs[{i}]")
     return problems
 
 
 def _resource_problems(resources: Mapping[str, Any], prefix: str) -> list[str]:
-    limits = resources.get("limits") or {}
-    requests = resources.get("requests") or {}
+    limits = _map(resources.get("limits"))
+    requests = _map(resources.get("requests"))
     problems = []
     for key in sorted(set(limits) & set(requests)):
+        if not all(isinstance(v, str | int | float) for v in (limits[key], requests[key])):
+            continue  # not a quantity: the schema check names it
         lim, req = quantity.parse(limits[key]), quantity.parse(requests[key])
         if lim is not None and req is not None and lim < req:
             problems.append(
@@ -175,13 +191,16 @@ def review(hook: AdmissionWebhook, request: Mapping[str, Any], now: datetime) ->
     Mutating hooks answer with a JSONPatch (none when nothing is missing); validating hooks refuse
     with code 422 and one ``<field>: <problem>`` per problem, joined by ``"; "``.
     """
-    obj = request.get("object") or {}
+    obj = _map(request.get("object"))
     answer: dict[str, Any] = {"uid": request.get("uid", ""), "allowed": True}
     if hook.handler_id == OPENMODEL_DEFAULTS:
-        meta = obj.get("metadata") or {}
+        meta = _map(obj.get("metadata"))
+        parts = (request.get("object"), obj.get("metadata"), meta.get("labels"), obj.get("spec"))
+        if any(part is not None and not isinstance(part, Mapping) for part in parts):
+            return answer  # nothing added to a malformed object: the schema check names the field
         merge = openmodel_defaults(
-            obj.get("spec") or {},
-            meta.get("labels") or {},
+            _map(obj.get("spec")),
+            _map(meta.get("labels")),
             now,
             creating=request.get("operation") == "CREATE",
         )
@@ -190,7 +209,7 @@ def review(hook: AdmissionWebhook, request: Mapping[str, Any], now: datetime) ->
             answer["patchType"] = "JSONPatch"
             answer["patch"] = base64.b64encode(json.dumps(ops).encode()).decode()
     elif hook.handler_id == BACKENDRUNTIME_ARGS:
-        problems = backendruntime_problems(obj.get("spec") or {})
+        problems = backendruntime_problems(_map(obj.get("spec")))
         if problems:
             answer["allowed"] = False
             answer["status"] = {"code": 422, "reason": "Invalid", "message": "; ".join(problems)}

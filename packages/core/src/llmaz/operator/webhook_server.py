@@ -90,7 +90,20 @@ class WebhookServer:
                     raise TypeError("request is not an object")
             except (ValueError, KeyError, TypeError) as err:
                 return web.json_response({"error": f"not an AdmissionReview: {err}"}, status=400)
-            response = review(hook, admission, self.clock())
+            try:
+                response = review(hook, admission, self.clock())
+            except Exception as err:  # a bug: a clear refusal, not "HTTP 500" at kubectl apply
+                log.exception("webhook %s failed on %s", hook.handler_id, admission.get("operation"))
+                response = {
+                    "uid": admission.get("uid", ""),
+                    "allowed": False,
+                    "status": {
+                        "code": 500,
+                        "reason": "InternalError",
+                        "message": f"llmaz's {hook.handler_id} webhook failed on this object "
+                        f"({type(err).__name__}: {err}); the operator's log has the details",
+                    },
+                }
             if not response["allowed"]:
                 log.info(
                     "webhook %s refused %s %s: %s",
