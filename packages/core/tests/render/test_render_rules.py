@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
 from typing import Any
 
 import pytest
@@ -245,3 +247,37 @@ def test_vllm_playground_on_a_two_node_flavor_uses_the_plugin_recipe(plugins: An
     for t in (lwt["leaderTemplate"], lwt["workerTemplate"]):
         assert runner(t)["resources"]["limits"]["nvidia.com/gpu"] == "8"
         assert t["metadata"]["labels"]["llmaz.io/model-name"] == "big"
+
+
+def test_a_multi_host_vllm_leader_hands_the_playgrounds_args_to_the_server(
+    plugins: Any, tmp_path: Any
+) -> None:
+    """The vLLM leader is a shell script (start Ray, wait for the workers, then ``exec vllm
+    serve``); the Playground's ``backendRuntimeConfig.args`` are appended after it and must reach
+    ``vllm serve``. The rendered command runs here under a real ``/bin/sh`` with stand-ins for
+    ``ray``, ``python3`` and ``vllm`` (no engine or GPU here), which record their arguments."""
+    backend = plugins.get_backend("vllm")
+    flavors = [{"name": "a100x8x2", "limits": {"nvidia.com/gpu": 8}, "params": {"TP": "8", "PP": "2"}}]
+    models = [model("big", hub("meta-llama/Llama-3.1-405B-Instruct"), flavors)]
+    pg = playground(
+        "big",
+        {"modelClaim": {"modelName": "big"}, "backendRuntimeConfig": {"args": ["--max-model-len", "8192"]}},
+    )
+    rendered = render_playground(pg, models, backend.backend_runtime(), backend=backend)
+    svc = Service.from_manifest(rendered.objects[0])
+    lws = one(render_service(svc, models, backend=backend).objects, "LeaderWorkerSet")
+    leader = runner(lws["spec"]["leaderWorkerTemplate"]["leaderTemplate"])
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("ray", "python3", "vllm"):
+        stub = bin_dir / tool
+        stub.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > "{tmp_path}/{tool}.args"\n')
+        stub.chmod(0o755)
+    # the kubelet expands $(VAR) from the container's environment before the shell runs
+    words = [w.replace("$(LWS_GROUP_SIZE)", "2") for w in leader["command"] + leader["args"]]
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(words, env=env, check=True, timeout=30)
+    served = (tmp_path / "vllm.args").read_text().splitlines()
+    assert served[0] == "serve"
+    assert served[-2:] == ["--max-model-len", "8192"]
+    assert "--tensor-parallel-size" in served

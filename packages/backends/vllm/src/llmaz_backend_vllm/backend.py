@@ -113,11 +113,14 @@ class VLLMBackend(Backend):
                 *SERVER,
                 *self._serve_args(),
                 *self._parallel_args(),
+                '"$@"',
             ]
         )
         return MultiHostRecipe(
             leader_command=["/bin/sh", "-c"],
-            leader_args=[leader],
+            # after the script, sh takes the next word as $0 and the rest as "$@": the Playground's
+            # own args (spec.backendRuntimeConfig.args), appended by the renderer, reach the server
+            leader_args=[leader, "vllm-leader"],
             worker_command=["/bin/sh", "-c"],
             worker_args=[f"ray start --address=$(LWS_LEADER_ADDRESS):{RAY_PORT} --block"],
             worker_serves_http=False,

@@ -60,7 +60,10 @@ class MultiHostRecipe(BaseModel):
 
     Args are templated like recommended-config args (``{{ .ModelPath }}``, ``{{ .TP }}`` ...) and may
     use Kubernetes ``$(VAR)`` expansion of the LWS environment: ``$(LWS_LEADER_ADDRESS)``,
-    ``$(LWS_GROUP_SIZE)`` and ``$(LWS_WORKER_INDEX)``.
+    ``$(LWS_GROUP_SIZE)`` and ``$(LWS_WORKER_INDEX)``. The Playground's own args
+    (``spec.backendRuntimeConfig.args``) are appended to both the leader's and the workers' args: a
+    recipe whose command is a shell script (``sh -c SCRIPT``) must hand them on, with ``"$@"`` in
+    the script and one word for ``$0`` after it (``[SCRIPT, "engine"]``), or they are lost.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
