@@ -156,6 +156,54 @@ def test_config_map_is_a_valid_operator_config(
     assert config.webhook.enabled
 
 
+def test_the_deployments_command_line_keeps_the_configs_namespaces(
+    apiserver: ControlPlane, installed: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The operator container's command and args, as the installed Deployment has them, parsed by
+    the real ``llmaz`` CLI with the ConfigMap's config where the pod mounts it: the namespaces it
+    serves are the config's (empty: every namespace), so a Playground in ``default`` is served.
+    (The chart once passed ``--namespace=$(POD_NAMESPACE)``, which replaced them with its own.)
+    Only the operator's main loop is replaced, by a stand-in that records the config it is given:
+    no pod runs in tier A."""
+    from typer.testing import CliRunner
+
+    import llmaz.cli
+    import llmaz.operator.main
+
+    data = apiserver.get_json("configmap", f"{FULLNAME}-config", "-n", NAMESPACE)["data"]["config.yaml"]
+    assert load_config_text(data, tmp_path).namespaces == []
+    deployment = apiserver.get_json("deployment", f"{FULLNAME}-operator", "-n", NAMESPACE)
+    container = next(
+        c for c in deployment["spec"]["template"]["spec"]["containers"] if c["name"] == "operator"
+    )
+    assert container["command"][:3] == ["llmaz", "operator", "run"]
+    env = {
+        e["name"]: NAMESPACE
+        for e in container.get("env", [])
+        if e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.namespace"
+    }
+    args = []
+    for word in container["command"][1:] + container.get("args", []):
+        expanded = word
+        for name, value in env.items():  # the kubelet's $(VAR) expansion
+            expanded = expanded.replace(f"$({name})", value)
+        if expanded.startswith("--config="):  # where the pod mounts the ConfigMap
+            expanded = f"--config={tmp_path / 'config.yaml'}"
+        args.append(expanded)
+    seen: list[Any] = []
+    monkeypatch.setattr(llmaz.operator.main, "run", lambda cfg, kubeconfig: seen.append(cfg) or 0)
+    llmaz.cli.mount(plugin_commands=False)
+    result = CliRunner().invoke(llmaz.cli.app, args)
+    assert result.exit_code == 0, result.output
+    assert seen[0].namespaces == []
+
+
+def load_config_text(text: str, tmp_path: Path) -> Any:
+    path = tmp_path / "config.yaml"
+    path.write_text(text)
+    return load_config(path)
+
+
 def test_webhook_uses_a_certificate_for_its_service_signed_by_the_bundle(
     apiserver: ControlPlane, installed: str
 ) -> None:
