@@ -272,6 +272,88 @@ def test_name_conflict_then_recovery_and_a_user_service_converges(
     wait_until(lambda: reason(cp, "pl/taken", namespace) == "Available", "recovered", 60, operator.log)
 
 
+def test_a_users_service_holding_a_childs_name_is_left_alone_and_reported(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """A core Service a user made holds the name of the ``-lb`` Service llmaz would create: it is
+    not taken over (its selector stays, it gets no owner, so it is not deleted with the
+    Playground); the inference Service and the Playground say ``NameConflict`` and what to do; once
+    the user deletes it, llmaz creates its own and the Playground becomes Available."""
+    users = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "clash-lb", "namespace": namespace},
+        "spec": {"selector": {"app": "mine"}, "ports": [{"name": "web", "port": 80}]},
+    }
+    cp.apply([users, model("qwen-clash"), playground("clash", namespace, "qwen-clash")])
+    wait_until(lambda: reason(cp, "pl/clash", namespace) == "NameConflict", "NameConflict", 60, operator.log)
+    message = condition(get(cp, "pl/clash", namespace), "Available")["message"]
+    assert f"Service {namespace}/clash-lb exists and was not made by llmaz" in message
+    assert "delete or rename that one" in message
+    assert reason(cp, "isvc/clash", namespace) == "NameConflict"
+    live = get(cp, "service/clash-lb", namespace) or {}
+    assert live["spec"]["selector"] == {"app": "mine"}
+    assert not live["metadata"].get("ownerReferences")
+    cp.kubectl("delete", "service/clash-lb", "-n", namespace, "--wait=true")
+    wait_until(lambda: reason(cp, "pl/clash", namespace) == "Available", "Available", 90, operator.log)
+    ours = get(cp, "service/clash-lb", namespace) or {}
+    assert ours["metadata"]["ownerReferences"][0]["name"] == "clash"
+
+
+def test_a_child_the_api_server_refuses_is_reported_and_created_once_allowed(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """A cluster policy (a ValidatingAdmissionPolicy of the real API server) refuses the
+    LeaderWorkerSet llmaz writes: the inference Service and the Playground say ``Rejected``,
+    quoting the API server; once the policy is gone, the retry creates it."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": f"no-lws-{namespace}"},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": ["leaderworkerset.x-k8s.io"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["leaderworkersets"],
+                    }
+                ]
+            },
+            "validations": [
+                {"expression": "object.metadata.name != 'refused'", "message": "no serving here today"}
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": f"no-lws-{namespace}"},
+        "spec": {
+            "policyName": f"no-lws-{namespace}",
+            "validationActions": ["Deny"],
+            "matchResources": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            },
+        },
+    }
+    cp.apply([policy, binding])
+    try:
+        time.sleep(2)  # the API server loads a new policy within a second or so
+        cp.apply([model("qwen-refused"), playground("refused", namespace, "qwen-refused")])
+        wait_until(lambda: reason(cp, "pl/refused", namespace) == "Rejected", "Rejected", 60, operator.log)
+        message = condition(get(cp, "pl/refused", namespace), "Available")["message"]
+        assert f"the API server refused LeaderWorkerSet {namespace}/refused" in message
+        assert "no serving here today" in message
+    finally:
+        cp.kubectl("delete", "validatingadmissionpolicybinding", f"no-lws-{namespace}", check=False)
+        cp.kubectl("delete", "validatingadmissionpolicy", f"no-lws-{namespace}", check=False)
+    wait_until(lambda: get(cp, "leaderworkerset/refused", namespace), "LWS once allowed", 90, operator.log)
+    wait_until(lambda: reason(cp, "pl/refused", namespace) == "Available", "Available", 90, operator.log)
+
+
 def test_model_created_after_its_playground_converges_within_seconds(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:

@@ -36,7 +36,7 @@ class ChildWrites:
         self.writes.append((verb, obj))
         return {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.version)}}
 
-    def create_or_apply(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+    def create_or_apply(self, obj: dict[str, Any], *, exists: bool, held: Any = None) -> dict[str, Any]:
         if exists or obj["metadata"]["name"] in self.existing:
             return self._answer("apply", obj)
         return self._answer("create", obj)
@@ -51,7 +51,9 @@ class ChildWrites:
         return self._answer("status", {"kind": kind, "metadata": {"name": name}, "status": status})
 
     # the reconciles write on the event loop (Kube.*_async): the same answers
-    async def create_or_apply_async(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+    async def create_or_apply_async(
+        self, obj: dict[str, Any], *, exists: bool, held: Any = None
+    ) -> dict[str, Any]:
         return self.create_or_apply(obj, exists=exists)
 
     async def apply_async(self, obj: dict[str, Any]) -> dict[str, Any]:

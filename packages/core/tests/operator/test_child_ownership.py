@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from llmaz.operator.connection import Connection
-from llmaz.operator.kube import Kube, KubeError, claimed_entries
+from llmaz.operator.kube import Kube, KubeError, NameTaken, claimed_entries
+from llmaz.operator.runtime import held_by_another
 
 LWS_PATH = "/apis/leaderworkerset.x-k8s.io/v1/namespaces/ns/leaderworkersets"
 LWS = {
@@ -202,3 +203,78 @@ def test_a_claim_that_keeps_conflicting_fails_the_reconcile(blocking: bool) -> N
         kube.write(LWS, exists=True)
     assert err.value.status == 409  # retried by the reconcile's backoff
     assert sum(1 for m, _, _ in kube.calls if m == "PATCH") == 5
+
+
+SVC_PATH = "/api/v1/namespaces/ns/services"
+OWNER_REF = {
+    "apiVersion": "inference.llmaz.io/v1alpha1",
+    "kind": "Service",
+    "name": "chat",
+    "uid": "uid-new",
+    "controller": True,
+}
+OUR_LB = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {
+        "name": "chat-lb",
+        "namespace": "ns",
+        "labels": {"app.kubernetes.io/managed-by": "llmaz"},
+        "ownerReferences": [OWNER_REF],
+    },
+    "spec": {"selector": {"leaderworkerset.sigs.k8s.io/name": "chat"}},
+}
+
+
+def _lb_exists() -> KubeError:
+    body = json.dumps({"kind": "Status", "code": 409, "message": 'services "chat-lb" already exists'})
+    return KubeError("POST", SVC_PATH, 409, body)
+
+
+def _write_lb(kube: Transport) -> dict[str, Any]:
+    return asyncio.run(
+        kube.create_or_apply_async(OUR_LB, exists=False, held=lambda live: held_by_another(live, OWNER_REF))
+    )
+
+
+def test_a_users_object_of_a_childs_name_is_left_alone() -> None:
+    """A Service a user made by hand holds the name of our ``-lb`` Service: the create's 409 reads
+    it and stops there (``NameTaken``, shown in the owner's status). An apply would have replaced
+    its selector and made it our child, for the garbage collector to delete with its owner."""
+    users = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "chat-lb", "namespace": "ns", "resourceVersion": "50"},
+        "spec": {"selector": {"app": "mine"}},
+    }
+    kube = Transport({("POST", SVC_PATH): [_lb_exists()], ("GET", SVC_PATH + "/chat-lb"): [users]})
+    with pytest.raises(NameTaken) as taken:
+        _write_lb(kube)
+    assert [m for m, _, _ in kube.calls] == ["POST", "GET"]  # nothing written to it
+    assert taken.value.message == "Service ns/chat-lb exists and was not made by llmaz"
+    controlled = copy.deepcopy(OUR_LB)
+    other = {**OWNER_REF, "name": "other", "uid": "uid-other"}
+    controlled["metadata"].update(resourceVersion="51", ownerReferences=[other])
+    kube = Transport({("POST", SVC_PATH): [_lb_exists()], ("GET", SVC_PATH + "/chat-lb"): [controlled]})
+    with pytest.raises(NameTaken, match="is controlled by Service other"):
+        _write_lb(kube)
+
+
+def test_a_child_of_an_earlier_owner_of_the_same_name_is_taken_over() -> None:
+    """An inference Service deleted and made again before the garbage collector removed its
+    ``-lb`` Service: that one is ours, and the new owner applies over it (its ownerReferences
+    now name the new uid)."""
+    earlier = copy.deepcopy(OUR_LB)
+    earlier["metadata"].update(resourceVersion="52", ownerReferences=[{**OWNER_REF, "uid": "uid-old"}])
+    applied = copy.deepcopy(OUR_LB)
+    applied["metadata"]["resourceVersion"] = "53"
+    kube = Transport(
+        {
+            ("POST", SVC_PATH): [_lb_exists()],
+            ("GET", SVC_PATH + "/chat-lb"): [earlier],
+            ("PATCH", SVC_PATH + "/chat-lb"): [applied],
+        }
+    )
+    assert _write_lb(kube)["metadata"]["resourceVersion"] == "53"
+    assert [m for m, _, _ in kube.calls] == ["POST", "GET", "PATCH"]
+    assert kube.calls[-1][2]["metadata"]["ownerReferences"] == [OWNER_REF]

@@ -17,8 +17,8 @@ import pytest
 from llmaz.api import Service
 from llmaz.api.conventions import ANNOTATION_RENDER_HASH
 from llmaz.operator import engine
-from llmaz.operator.kube import KubeError
-from llmaz.operator.runtime import Indexes, Runtime, owned_index_id, owner_reference, pack
+from llmaz.operator.kube import KubeError, NameTaken, ObjectKey
+from llmaz.operator.runtime import IDX_PLAYGROUNDS, Indexes, Runtime, owned_index_id, owner_reference, pack
 from llmaz.render.plan import Plan
 
 OWNER = {
@@ -92,8 +92,8 @@ def test_a_child_written_but_not_seen_yet_is_applied_when_the_render_changes(
 
 
 def _indexes(*children: dict[str, Any]) -> Indexes:
-    """Indexes holding ``children`` (packed, as the watches keep them) under their owner."""
-    raw: dict[str, dict[Any, list[Any]]] = {}
+    """Indexes holding the owner and ``children`` (packed, as the watches keep them) under it."""
+    raw: dict[str, dict[Any, list[Any]]] = {IDX_PLAYGROUNDS: {("ns", "chat"): [pack(OWNER)]}}
     for child in children:
         index = raw.setdefault(owned_index_id(child["apiVersion"], child["kind"]), {})
         index.setdefault(OWNER["metadata"]["uid"], []).append(pack(child))
@@ -285,19 +285,25 @@ LB = {
 class SlowServiceCreates:
     """The recording stand-in ``inner``, with each Service create held until ``release`` is set,
     as the API server holds a ClusterIP Service's create while it allocates cluster IPs one at a
-    time (no API server here); ``fail`` makes every Service create answer HTTP 500 instead."""
+    time (no API server here); ``fail`` makes every Service create answer HTTP 500 instead,
+    ``refuse`` raise that error."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.writes: list[tuple[str, dict[str, Any]]] = inner.writes
         self.release = threading.Event()
         self.fail = False
+        self.refuse: KubeError | None = None
 
-    async def create_or_apply_async(self, obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+    async def create_or_apply_async(
+        self, obj: dict[str, Any], *, exists: bool, held: Any = None
+    ) -> dict[str, Any]:
         if obj["kind"] == "Service" and not exists:
             await asyncio.to_thread(self.release.wait, 10)
             if self.fail:
                 raise KubeError("POST", "/api/v1/namespaces/ns/services", 500, "try again")
+            if self.refuse is not None:
+                raise self.refuse
         answer: dict[str, Any] = self.inner.create_or_apply(obj, exists=exists)
         return answer
 
@@ -401,15 +407,15 @@ def test_creates_waiting_for_cluster_ips_hold_up_no_reconcile_and_no_other_kind(
     started: list[str] = []
     inner = kube.create_or_apply_async
 
-    async def counting(obj: dict[str, Any], *, exists: bool) -> dict[str, Any]:
+    async def counting(obj: dict[str, Any], *, exists: bool, held: Any = None) -> dict[str, Any]:
         if obj["kind"] == "Service":
             started.append(obj["metadata"]["name"])
             in_flight.append(1)
             try:
-                return await inner(obj, exists=exists)
+                return await inner(obj, exists=exists, held=held)
             finally:
                 in_flight.pop()
-        return await inner(obj, exists=exists)
+        return await inner(obj, exists=exists, held=held)
 
     kube.create_or_apply_async = counting  # type: ignore[method-assign]
     most: list[int] = []
@@ -449,3 +455,64 @@ def test_creates_waiting_for_cluster_ips_hold_up_no_reconcile_and_no_other_kind(
     )
     assert rt.creates == {}
     assert rt.creates_of == {}
+
+
+def test_a_child_the_api_server_refuses_is_shown_on_its_owner_until_it_is_written(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A create refused for the object itself (here 422, as for a name too long for a Service) is
+    kept for the owner's status (``Rejected``, quoting the API server) and retried with backoff;
+    once a write of that child succeeds the problem is gone and the owner is reconciled, so its
+    status says so. A name someone else's object holds is kept the same way (``NameConflict``)."""
+    kube = SlowServiceCreates(child_writes)
+    kube.release.set()
+    kube.refuse = KubeError(
+        "POST", "/api/v1/namespaces/ns/services", 422, json.dumps({"message": 'Service "chat-lb" is invalid'})
+    )
+    rt = make_runtime(kube)
+    rt.indexes = _indexes()
+    queued: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(engine, "enqueue", lambda _rt, *key, **_: queued.append(key))
+    uid = OWNER["metadata"]["uid"]
+
+    async def scenario() -> None:
+        await engine.apply_children(rt, OWNER, Plan(objects=(LB,)), [])
+        await _creates_done(rt)
+        assert engine.child_problem(rt, uid) == (
+            "Rejected",
+            'the API server refused Service ns/chat-lb: Service "chat-lb" is invalid',
+        )
+        assert uid in rt.retries
+        kube.refuse = NameTaken(ObjectKey.of(LB), "was not made by llmaz")
+        await engine.apply_children(rt, OWNER, Plan(objects=(LB,)), [])
+        await _creates_done(rt)
+        reason, message = engine.child_problem(rt, uid) or ("", "")
+        assert reason == "NameConflict"
+        assert message.startswith("Service ns/chat-lb exists and was not made by llmaz")
+        assert queued == []
+        kube.refuse = None
+        await engine.apply_children(rt, OWNER, Plan(objects=(LB,)), [])
+        await _creates_done(rt)
+
+    asyncio.run(scenario())
+    assert engine.child_problem(rt, uid) is None
+    assert queued == [("Playground", "ns", "chat")]  # to write a status without the problem
+
+
+def test_a_failed_create_of_an_owner_deleted_meanwhile_is_not_retried(
+    make_runtime: Callable[[Any], Runtime], child_writes: Any
+) -> None:
+    kube = SlowServiceCreates(child_writes)
+    kube.release.set()
+    kube.fail = True
+    rt = make_runtime(kube)
+    rt.indexes = Indexes({})  # the owner's deletion has reached the indexes
+
+    async def scenario() -> None:
+        await engine.apply_children(rt, OWNER, Plan(objects=(LB,)), [])
+        await _creates_done(rt)
+
+    asyncio.run(scenario())
+    assert rt.retries == {}
+    assert rt.failures == {}
+    assert rt.child_problems == {}

@@ -14,7 +14,6 @@ from llmaz.operator.integrations import (
     MANAGED_KINDS,
     IntegrationState,
     _desired,
-    _held_by_another,
     _Outcome,
     _schedule_recheck,
     mark,
@@ -23,7 +22,15 @@ from llmaz.operator.integrations import (
     workloads_of,
 )
 from llmaz.operator.metrics import Metrics
-from llmaz.operator.runtime import IDX_MODELS, IDX_PLAYGROUNDS, IDX_SERVICES, Indexes, Runtime
+from llmaz.operator.runtime import (
+    IDX_MODELS,
+    IDX_PLAYGROUNDS,
+    IDX_SERVICES,
+    Indexes,
+    Runtime,
+    controller_ref,
+    held_by_another,
+)
 from llmaz.plugins.manager import PluginManager
 from llmaz.render.integrations import KIND_SOURCES, render_integrations
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, INTEGRATIONS
@@ -206,23 +213,32 @@ def test_a_namespace_with_a_problem_is_rechecked_with_a_doubling_delay_up_to_the
 
 
 def test_a_name_someone_else_holds_is_not_taken_over() -> None:
-    ours = {
-        "kind": "PodMonitor",
-        "metadata": {"ownerReferences": [{"uid": "uid-chat", "controller": True}]},
-    }
+    """The one rule (``held_by_another``) for integration objects and children alike."""
+    mine = {"apiVersion": "inference.llmaz.io/v1alpha1", "kind": "Service", "name": "chat", "uid": "uid-chat"}
+    ours = {"kind": "PodMonitor", "metadata": {"ownerReferences": [{**mine, "controller": True}]}}
+    owner = controller_ref(ours)
     labelled = {"app.kubernetes.io/managed-by": "llmaz"}
     by_hand: dict[str, Any] = {"metadata": {}}
-    assert _held_by_another(by_hand, ours)  # written by hand: no label
-    assert _held_by_another({"metadata": {"labels": {"app.kubernetes.io/managed-by": "helm"}}}, ours)
-    other = {"metadata": {"labels": labelled, "ownerReferences": [{"uid": "uid-x", "controller": True}]}}
-    assert _held_by_another(other, ours)  # ours in name, controlled by another workload
-    assert not _held_by_another(
-        {"metadata": {"labels": labelled, "ownerReferences": ours["metadata"]["ownerReferences"]}}, ours
+    assert held_by_another(by_hand, owner) == "was not made by llmaz"  # written by hand: no label
+    assert held_by_another({"metadata": {"labels": {"app.kubernetes.io/managed-by": "helm"}}}, owner)
+    another = {**mine, "name": "other", "uid": "uid-x", "controller": True}
+    other = {"metadata": {"labels": labelled, "ownerReferences": [another]}}
+    assert held_by_another(other, owner) == "is controlled by Service other"  # another workload's
+    assert (
+        held_by_another(
+            {"metadata": {"labels": labelled, "ownerReferences": [{**mine, "controller": True}]}}, owner
+        )
+        is None
     )
-    assert not _held_by_another({"metadata": {"labels": labelled}}, ours)
-    route = {"kind": "AIGatewayRoute", "metadata": {"ownerReferences": []}}
-    assert not _held_by_another(other, route)  # shared: owned by many, controlled by none
-    assert _held_by_another(by_hand, route)
+    assert held_by_another({"metadata": {"labels": labelled}}, owner) is None  # ours, orphaned
+    # a child of an earlier Service of this name, deleted before the garbage collector got to it
+    earlier = {
+        "metadata": {"labels": labelled, "ownerReferences": [{**mine, "uid": "uid-old", "controller": True}]}
+    }
+    assert held_by_another(earlier, owner) is None
+    route = {"kind": "AIGatewayRoute", "metadata": {"ownerReferences": [{**mine}]}}
+    assert held_by_another(other, controller_ref(route)) is None  # shared: owned by many, controlled by none
+    assert held_by_another(by_hand, controller_ref(route))
 
 
 class ListingApiServer:

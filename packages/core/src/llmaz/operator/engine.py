@@ -25,6 +25,7 @@ from llmaz.operator.diff import contains
 from llmaz.operator.flavors import FlavorChoice, choose_flavor
 from llmaz.operator.kube import (
     KubeError,
+    NameTaken,
     ObjectKey,
     decode,
     encode,
@@ -42,8 +43,10 @@ from llmaz.operator.runtime import (
     Snapshot,
     StatusWrite,
     child_id,
+    controller_ref,
     controller_uid,
     entry_key,
+    held_by_another,
     owner_reference,
     parsed_entries,
     plain,
@@ -54,6 +57,7 @@ from llmaz.operator.runtime import (
 )
 from llmaz.operator.status import (
     REASON_NAME_CONFLICT,
+    REASON_REJECTED,
     Observation,
     compute_status,
     error_reason,
@@ -228,8 +232,6 @@ async def apply_children(
         cached = rt.applied.get(key)
         if cached is not None and cached[0] == digest and resource_version(current) < cached[1]:
             continue  # our own write, not yet seen by the watch
-        if current is not None and controller_uid(current) not in (None, ref["uid"]):
-            raise KubeError("APPLY", f"{key.kind}/{key.name}", 409, "controlled by another object")
         # a child not seen yet is POSTed (cheaper for the API server), a known one applied
         todo.append((key, digest, desired, current is not None or cached is not None))
 
@@ -269,8 +271,25 @@ async def _write_child(
     rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, desired: dict[str, Any], *, exists: bool
 ) -> None:
     """POST (``exists`` False) or apply one child and remember the answer. An inference Service a
-    Playground wrote is reconciled next, from the answer: no wait for the watch or the queue."""
-    answer = await rt.kube.create_or_apply_async(desired, exists=exists)
+    Playground wrote is reconciled next, from the answer: no wait for the watch or the queue.
+    A write the API server refuses for the object itself, or a name someone else's object holds,
+    is recorded for the owner's status (:func:`_child_problem`) and raised."""
+    owner_ref = controller_ref(desired)
+    try:
+        answer = await rt.kube.create_or_apply_async(
+            desired, exists=exists, held=lambda live: held_by_another(live, owner_ref)
+        )
+    except (KubeError, OSError) as err:
+        problem = _child_problem(err, key, owner)
+        if problem is not None:
+            rt.child_problems.setdefault(uid_of(owner), {})[key] = problem
+        raise
+    problems = rt.child_problems.get(uid_of(owner))
+    if problems is not None and problems.pop(key, None) is not None:
+        if not problems:
+            del rt.child_problems[uid_of(owner)]
+        meta = owner["metadata"]  # its status still shows the problem
+        enqueue(rt, str(owner["kind"]), meta.get("namespace") or "", meta["name"])
     rt.applied[key] = (digest, resource_version(answer))
     log.info(
         "%s %s %s/%s for %s %s",
@@ -284,6 +303,32 @@ async def _write_child(
     if key.api_version == INFERENCE_SERVICE_API_VERSION and key.kind == "Service":
         rt.fresh[("Service", key.namespace, key.name)] = plain(answer)
         enqueue(rt, "Service", key.namespace, key.name, urgent=True)
+
+
+REFUSED = frozenset({400, 403, 422})
+"""HTTP statuses of a child write the API server refused for the object itself (schema, name,
+admission webhook, RBAC): retrying without a change cannot help, so the owner's status says why."""
+
+
+def _child_problem(err: BaseException, key: ObjectKey, owner: Snapshot) -> tuple[str, str] | None:
+    """``(reason, message)`` for the owner's status when writing child ``key`` failed for a reason
+    the user must act on; ``None`` for a failure a retry may get past (the API server unreachable,
+    a conflict between writers, the namespace being deleted)."""
+    if isinstance(err, NameTaken):
+        return (
+            REASON_NAME_CONFLICT,
+            f"{err.message}, so llmaz cannot create its {key.kind}: delete or rename that one, or "
+            f"rename this {owner.get('kind')}",
+        )
+    if isinstance(err, KubeError) and err.status in REFUSED and not namespace_terminating(err):
+        return REASON_REJECTED, f"the API server refused {key.kind} {key.namespace}/{key.name}: {err.message}"
+    return None
+
+
+def child_problem(rt: Runtime, uid: str) -> tuple[str, str] | None:
+    """The first recorded problem writing one of ``uid``'s children, if any (for its status)."""
+    problems = rt.child_problems.get(uid)
+    return next(iter(problems.values())) if problems else None
 
 
 CREATE_SLOTS_PER_KIND = 0.5
@@ -362,9 +407,25 @@ async def _create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
     if isinstance(failed, KubeError | OSError) and namespace_terminating(failed):
         log.debug("not creating %s %s/%s: %s", key.kind, key.namespace, key.name, failed)
         return
+    if _gone(rt, owner):  # deleted meanwhile: nothing to retry, nothing to keep for it
+        rt.child_problems.pop(uid, None)
+        log.debug("not creating %s %s/%s: its owner is gone", key.kind, key.namespace, key.name)
+        return
     if not isinstance(failed, KubeError | OSError):
         log.error("creating %s %s/%s failed", key.kind, key.namespace, key.name, exc_info=failed)
     _schedule_retry(rt, owner, failed)
+
+
+def _gone(rt: Runtime, owner: Snapshot) -> bool:
+    """Whether ``owner`` was deleted (the indexes no longer hold it, or hold a newer object of its
+    name)."""
+    idx, uid = rt.indexes, uid_of(owner)
+    if idx is None or uid in rt.gone:
+        return idx is not None
+    meta = owner["metadata"]
+    ns, name = meta.get("namespace") or "", meta["name"]
+    live = idx.playground(ns, name) if owner.get("kind") == "Playground" else idx.service(ns, name)
+    return live is None or uid_of(live) != uid
 
 
 def render_inputs(snap: Snapshot, idx: Indexes, *more: Any) -> tuple[Any, ...]:
@@ -629,7 +690,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
         workload, failing = (NO_FLAVOR_SCHEDULABLE, choice.decision.message), True
     seen = Observation(
         generation=int(meta.get("generation") or 0),
-        blocked=blocked,
+        blocked=blocked or child_problem(rt, uid),
         desired=desired,
         ready=found.ready_replicas,
         available=found.available,
@@ -740,7 +801,7 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
     found = diagnose(idx.pods(ns, name), desired_replicas=desired, flavor=flavor, now=rt.clock())
     seen = Observation(
         generation=int(meta.get("generation") or 0),
-        blocked=blocked,
+        blocked=blocked or child_problem(rt, uid),
         desired=desired,
         ready=found.ready_replicas,
         available=found.available,

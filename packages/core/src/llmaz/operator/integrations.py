@@ -32,7 +32,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmaz.api import Playground, Service
-from llmaz.api.conventions import DEFAULT_BACKEND, MANAGED_BY, MANAGER
+from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
 from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
@@ -42,7 +42,8 @@ from llmaz.operator.runtime import (
     Indexes,
     Runtime,
     Snapshot,
-    controller_uid,
+    controller_ref,
+    held_by_another,
     owner_reference,
     resource_version,
     uid_of,
@@ -339,19 +340,6 @@ def _gateway_missing(rt: Runtime, namespace: str) -> IntegrationProblem | None:
     return None
 
 
-def _held_by_another(current: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
-    """Whether a live object of the name we want is someone else's: not labelled as made by llmaz
-    (written by hand or by another tool), or controlled by another object. The shared
-    ``AIGatewayRoute`` has no controller, only our label."""
-    labels = (current.get("metadata") or {}).get("labels") or {}
-    if labels.get(MANAGED_BY) != MANAGER:
-        return True
-    if desired.get("kind") == "AIGatewayRoute":
-        return False
-    mine = desired["metadata"]["ownerReferences"][0]["uid"]
-    return controller_uid(current) not in (None, mine)
-
-
 async def _apply_all(
     rt: Runtime,
     state: IntegrationState,
@@ -369,14 +357,15 @@ async def _apply_all(
             outcome.fail(owners, missing_crd(key.api_version, key.kind))
             continue
         current = live.get(key)
-        if current is not None and _held_by_another(current, obj):
+        why = held_by_another(current, controller_ref(obj)) if current is not None else None
+        if why is not None:
             log.warning("%s %s/%s belongs to someone else; left alone", key.kind, namespace, key.name)
             outcome.fail(
                 owners,
                 IntegrationProblem(
                     REASON_NAME_CONFLICT,
-                    f"{key.kind} {namespace}/{key.name} exists and was not made by llmaz for this "
-                    "object: delete or rename that one, or rename this one",
+                    f"{key.kind} {namespace}/{key.name} exists and {why}: delete or rename that one, "
+                    "or rename this one",
                 ),
             )
             continue

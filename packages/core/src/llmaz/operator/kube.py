@@ -128,6 +128,16 @@ class KubeUnreachable(ConnectionError):
     """
 
 
+class NameTaken(KubeError):
+    """A child could not be created: an object of its name exists that llmaz may not take over
+    (``why``: not made by llmaz, or controlled by another object)."""
+
+    def __init__(self, key: ObjectKey, why: str) -> None:
+        path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
+        super().__init__("POST", path, 409, f"{key.kind} {key.namespace}/{key.name} exists and {why}")
+        self.why = why
+
+
 def namespace_terminating(err: BaseException) -> bool:
     """A write refused because its namespace is being deleted (403 from admission,
     ``NamespaceLifecycle``) or is gone already (404 naming the namespace): retrying cannot help,
@@ -473,9 +483,15 @@ class Kube:
         """Claim the fields of our POST for our apply (:func:`claim_fields_steps`)."""
         return self.run(claim_fields_steps(key, attempts))
 
-    def create_or_apply(self, obj: Mapping[str, Any], *, exists: bool) -> dict[str, Any]:
+    def create_or_apply(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        exists: bool,
+        held: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> dict[str, Any]:
         """Write a child (:func:`create_or_apply_steps`)."""
-        return self.run(create_or_apply_steps(obj, exists=exists))
+        return self.run(create_or_apply_steps(obj, exists=exists, held=held))
 
     def delete(self, key: ObjectKey, uid: str | None = None) -> bool:
         """Delete (:func:`delete_steps`); ``False`` if already gone."""
@@ -507,8 +523,14 @@ class Kube:
     async def apply_async(self, obj: Mapping[str, Any], *, force: bool = True) -> dict[str, Any]:
         return await self.arun(apply_steps(obj, force=force))
 
-    async def create_or_apply_async(self, obj: Mapping[str, Any], *, exists: bool) -> dict[str, Any]:
-        return await self.arun(create_or_apply_steps(obj, exists=exists))
+    async def create_or_apply_async(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        exists: bool,
+        held: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> dict[str, Any]:
+        return await self.arun(create_or_apply_steps(obj, exists=exists, held=held))
 
     async def delete_async(self, key: ObjectKey, uid: str | None = None) -> bool:
         return await self.arun(delete_steps(key, uid))
@@ -603,18 +625,25 @@ def create_steps(obj: Mapping[str, Any]) -> Steps[dict[str, Any]]:
     return result
 
 
-def claim_fields_steps(key: ObjectKey, attempts: int = 5) -> Steps[bool]:
+def claim_fields_steps(
+    key: ObjectKey, attempts: int = 5, held: Callable[[dict[str, Any]], str | None] | None = None
+) -> Steps[bool]:
     """Make the fields ``llmaz`` set when it POSTed the object part of its server-side apply
     ownership (client-go's ``csaupgrade`` does the same for ``kubectl apply``): the *Update*
     entry of ``managedFields`` is merged into ``llmaz``'s *Apply* entry. Without it a field
     a later render leaves out would stay: an apply removes only fields its own entry owns.
     One GET, and a PATCH only when there is such an entry (with the resourceVersion read, so
-    nobody's write in between is lost; 409 reads again). ``False`` if the object is gone."""
+    nobody's write in between is lost; 409 reads again). ``False`` if the object is gone.
+    ``held`` says why the object read is someone else's (:class:`NameTaken` is raised, nothing
+    written), or ``None``."""
     path = resource_path(key.api_version, key.kind, key.namespace or None, key.name)
     for attempt in range(1, attempts + 1):
         live = yield from get_steps(key.api_version, key.kind, key.namespace or None, key.name)
         if live is None:
             return False
+        why = held(live) if held is not None else None
+        if why is not None:
+            raise NameTaken(key, why)
         meta = live.get("metadata") or {}
         entries = claimed_entries(meta.get("managedFields") or [])
         if entries is None:
@@ -637,7 +666,9 @@ def claim_fields_steps(key: ObjectKey, attempts: int = 5) -> Steps[bool]:
     return True  # attempts < 1: nothing tried
 
 
-def create_or_apply_steps(obj: Mapping[str, Any], *, exists: bool) -> Steps[dict[str, Any]]:
+def create_or_apply_steps(
+    obj: Mapping[str, Any], *, exists: bool, held: Callable[[dict[str, Any]], str | None] | None = None
+) -> Steps[dict[str, Any]]:
     """Write a child: POST it when it is not known to exist, else server-side apply it.
 
     A POST costs the API server about a quarter less CPU than creating the object with an
@@ -645,14 +676,19 @@ def create_or_apply_steps(obj: Mapping[str, Any], *, exists: bool) -> Steps[dict
     children is what a rollout of many Playgrounds waits for. An object that exists after all
     (409: the watch had not brought it yet, or someone else created it) is applied instead;
     every apply of an existing object first claims the fields an earlier POST of ours set
-    (:func:`claim_fields_steps`), so pruning fields from a later render works either way."""
+    (:func:`claim_fields_steps`), so pruning fields from a later render works either way. An
+    object found by a 409 is taken over only when ``held`` finds it is not someone else's (else
+    :class:`NameTaken`): an apply would rewrite the spec of a user's object of the same name and
+    make it our child, for the garbage collector to delete with its owner."""
+    check = None
     if not exists:
         try:
             return (yield from create_steps(obj))
         except KubeError as err:
             if err.status != 409:
                 raise
-    yield from claim_fields_steps(ObjectKey.of(obj))
+        check = held
+    yield from claim_fields_steps(ObjectKey.of(obj), held=check)
     return (yield from apply_steps(obj))
 
 

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from llmaz.api import Service as InferenceService
-from llmaz.api.conventions import ANNOTATION_RENDER_HASH
+from llmaz.api.conventions import ANNOTATION_RENDER_HASH, MANAGED_BY, MANAGER
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.kube import Kube, ObjectKey
 from llmaz.operator.metrics import Metrics
@@ -174,6 +174,31 @@ def controller_uid(obj: Mapping[str, Any]) -> str | None:
         if ref.get("controller"):
             return str(ref.get("uid"))
     return None
+
+
+def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The owner reference of ``obj``'s controller, if it has one."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return dict(ref)
+    return None
+
+
+def held_by_another(current: Mapping[str, Any], owner: Mapping[str, Any] | None) -> str | None:
+    """Why the live object ``current``, of a name llmaz wants for a child of ``owner`` (that
+    child's owner reference; ``None``: the child has no controller), is someone else's, or
+    ``None`` when llmaz may take it over. Someone else's: not labelled as made by llmaz (written
+    by hand or by another tool), or controlled by another object. Not someone else's: our own
+    child left without a controller, or a child of an earlier object of the owner's kind and name
+    (deleted and made again before the garbage collector removed its children)."""
+    meta = current.get("metadata") or {}
+    if (meta.get("labels") or {}).get(MANAGED_BY) != MANAGER:
+        return "was not made by llmaz"
+    controller = controller_ref(current)
+    if controller is None or owner is None or controller.get("uid") == owner.get("uid"):
+        return None
+    earlier = all(controller.get(k) == owner.get(k) for k in ("apiVersion", "kind", "name"))
+    return None if earlier else f"is controlled by {controller.get('kind')} {controller.get('name')}"
 
 
 def _unpacked(value: Any) -> Any:
@@ -541,6 +566,10 @@ class Runtime:
     """Owner uid -> a progress-only status change waiting to be written
     (:func:`llmaz.operator.engine.write_status`)."""
     failures: dict[str, int] = field(default_factory=dict)
+    child_problems: dict[str, dict[ObjectKey, tuple[str, str]]] = field(default_factory=dict)
+    """Owner uid -> child -> ``(reason, message)`` of the last write of that child the API server
+    refused, or of a name someone else's object holds; shown in the owner's status until a write of
+    the child succeeds (:func:`llmaz.operator.engine.child_problem`)."""
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
     references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """Owner uid -> the ``("model"|"backend", name)`` it referenced when last seen."""
@@ -634,6 +663,7 @@ class Runtime:
         self.gone.discard(uid)  # its deletion has reached the indexes: it is not found any more
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
+        self.child_problems.pop(uid, None)
         self.references.pop(uid, None)
         self.settled.pop(uid, None)
         for timers in (self.retries, self.rechecks):
