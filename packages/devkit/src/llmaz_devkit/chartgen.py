@@ -619,8 +619,10 @@ def docs_page(schema: dict[str, Any]) -> str:
 Every value of the `llmaz` chart. The chart's `values.schema.json` is generated from the same pydantic
 models, with `additionalProperties: false`, so `helm install` rejects a misspelt key instead of
 ignoring it. The keys under `operator.config` are the settings of `llmaz operator run --config`; the
-chart writes them to a ConfigMap. Keys of the dependency charts (`lws`, `envoy-gateway`,
-`envoy-ai-gateway`, `open-webui`) are passed through unchecked.
+chart writes them to a ConfigMap. Three settings of that file are not keys here, because the chart
+sets them: `backends` comes from `backendRuntime`, and `leaderElection.leaseName` and
+`.leaseNamespace` are the release's full name and namespace. Keys of the dependency charts (`lws`,
+`envoy-gateway`, `envoy-ai-gateway`, `open-webui`) are passed through unchecked.
 
 See [the chart page](../getting-started/chart.md) for how the values fit together.
 
