@@ -63,7 +63,7 @@ def llmaz_register_backends(register: BackendRegistry) -> None:
 
 @hookspec
 def llmaz_register_autoscalers(register: AutoscalerRegistry) -> None:
-    """Register autoscaler implementations (``hpa``, ``karpenter``, ...).
+    """Register autoscaler implementations (``hpa``, ``karpenter``, ``keda``, ...).
 
     :param register: the registry to add to. Call ``register.add(MyAutoscaler)`` once per autoscaler,
         with an :class:`~llmaz.plugins.autoscaler.Autoscaler` subclass (instantiated without
