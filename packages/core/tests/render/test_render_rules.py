@@ -12,6 +12,7 @@ from render_helpers import StandInBackend, hub, model, one, playground, runner, 
 
 from llmaz.api import Service
 from llmaz.render import (
+    InvalidModelClaims,
     InvalidModelSource,
     InvalidResources,
     infer_config_name,
@@ -281,3 +282,35 @@ def test_a_multi_host_vllm_leader_hands_the_playgrounds_args_to_the_server(
     assert served[0] == "serve"
     assert served[-2:] == ["--max-model-len", "8192"]
     assert "--tensor-parallel-size" in served
+
+
+def test_two_claimed_models_loaded_into_one_folder_are_an_error_naming_both(plugins: Any) -> None:
+    """``s3://b/llama-70b/hf`` and ``s3://b/llama-1b/hf`` both land in ``models--hf``: one loader
+    would overwrite the other's files and the pod template would mount one model volume only.
+    The render names both models and the folder, instead of an LWS the API server refuses."""
+    backend = plugins.get_backend("vllm")
+    models = [
+        model("llama-70b", {"uri": "s3://my-models/llama-3.1-70b-instruct/hf"}),
+        model("llama-1b", {"uri": "s3://my-models/llama-3.2-1b-instruct/hf"}),
+    ]
+    claims = {"modelClaims": {"models": [{"name": "llama-70b"}, {"name": "llama-1b", "role": "draft"}]}}
+
+    def lws_of(models: list[Any]) -> dict[str, Any]:
+        rendered = render_playground(
+            playground("spec", claims), models, backend.backend_runtime(), backend=backend
+        )
+        svc = Service.from_manifest(rendered.objects[0])
+        return one(render_service(svc, models, backend=backend).objects, "LeaderWorkerSet")
+
+    with pytest.raises(InvalidModelClaims) as err:
+        lws_of(models)
+    assert err.value.field == "spec.modelClaims.models"
+    assert "'llama-70b' and 'llama-1b' would both be loaded into /workspace/models/models--hf" in str(
+        err.value
+    )
+    models[1] = model("llama-1b", {"uri": "s3://my-models/llama-3.2-1b-instruct"})
+    template = templates(lws_of(models))[0]
+    declared = {v["name"] for v in template["spec"]["volumes"]}
+    assert {"model-volume", "model-volume-1"} <= {m["name"] for m in runner(template)["volumeMounts"]}
+    for init in template["spec"]["initContainers"]:
+        assert {m["name"] for m in init["volumeMounts"]} <= declared

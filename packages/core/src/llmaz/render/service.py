@@ -21,7 +21,7 @@ from llmaz.loader.layout import LOADER_COMMAND, default_loader_image
 from llmaz.plugins.backend import Backend
 from llmaz.render import flavors as flavor_mod
 from llmaz.render.cache import CACHE_VOLUME, SharedCache
-from llmaz.render.errors import InvalidWorkloadTemplate
+from llmaz.render.errors import InvalidModelClaims, InvalidWorkloadTemplate
 from llmaz.render.models import Claimed, Models, resolve_claims
 from llmaz.render.objects import (
     DEFAULT_PORT,
@@ -101,6 +101,27 @@ def loader_container(
     return container
 
 
+def _check_loaded_apart(claimed: Claimed, skip_loader: bool) -> None:
+    """Two claimed models a loader fetches must land in different folders: the folder is named
+    after a hub model's id or file name, or an object-store path's last segment, so
+    ``s3://b/llama-70b/hf`` and ``s3://b/llama-1b/hf`` would both be ``models--hf``: one loader
+    would write over the other's files, and the pod could not even be created (the second
+    model's volume is not mounted)."""
+    loaded: dict[str, ResolvedSource] = {}
+    for source in claimed.sources:
+        if not source.needs_loader(skip_loader):
+            continue
+        where = source.local_path()
+        first = loaded.setdefault(where, source)
+        if first is not source:
+            raise InvalidModelClaims(
+                "spec.modelClaims.models",
+                f"models {first.name!r} and {source.name!r} would both be loaded into {where} (a model's "
+                "folder is named after its hub id or file name, or its object-store path's last "
+                "segment): give one of them a path whose last segment differs",
+            )
+
+
 def _inject(
     template: dict[str, Any],
     *,
@@ -135,6 +156,7 @@ def _inject(
         spec["schedulerName"] = scheduler_name
     flavor_mod.merge_node_affinity(spec, affinity)
 
+    _check_loaded_apart(claimed, skip_loader)
     volumes = spec.setdefault("volumes", [])
     volume_names = {v.get("name") for v in volumes}
     init = spec.get("initContainers") or []
