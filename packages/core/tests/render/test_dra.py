@@ -308,3 +308,8 @@ def test_hand_written_service_keeps_its_own_affinity_in_every_flavor_term() -> N
     with pytest.raises(InvalidFlavor) as err:
         render_dra(render_service(svc, [m2]), svc, [m2], None, backend=None)
     assert "(unknown)" in str(err.value)
+
+
+def test_strip_flag_removes_every_name_of_the_option() -> None:
+    args = ["m", "-tp", "2", "--x", "--tensor_parallel_size=4", "--tensor-parallel-size", "8", "y"]
+    assert strip_flag(args, "--tensor-parallel-size", "-tp") == ["m", "--x", "y"]

@@ -167,6 +167,39 @@ def test_single_host_tensor_parallel_defaults_to_the_flavor_gpu_count(
     assert mine[mine.index(flag) + 1] == "2"
 
 
+@pytest.mark.parametrize(
+    ("backend", "mine"),
+    [
+        ("vllm", ["-tp", "1"]),  # vLLM's short alias, as in Go llmaz's speculative-decoding config
+        ("vllm", ["--tensor_parallel_size=1"]),  # vLLM takes '_' for '-'
+        ("sglang", ["--tp-size", "1"]),
+        ("sglang", ["--tensor-parallel-size", "1"]),
+    ],
+)
+def test_a_degree_the_user_set_under_another_name_is_not_overridden(
+    plugins: PluginManager, backend: str, mine: list[str]
+) -> None:
+    """An engine takes the last of two spellings of one option: an added ``--tensor-parallel-size
+    8`` after the user's ``-tp 1`` would silently change the parallelism they chose."""
+    flag = plugins.get_backend(backend).tensor_parallel_flag
+    args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, backend, mine)
+    assert flag not in args
+    assert args[-len(mine) :] == mine
+
+
+def test_a_multi_host_sglang_tp_counts_every_gpu_of_the_group(plugins: PluginManager) -> None:
+    """SGLang's ``--tp`` with ``--nnodes`` is the degree over all nodes (its docs: ``--tp 16
+    --nnodes 2`` for two 8-GPU nodes); one pod's count would leave half the GPUs idle."""
+    model = _with_flavor({"name": "a100x8x2", "limits": {"nvidia.com/gpu": 8}, "params": {"NODES": "2"}})
+    tree = plan_tree(playground(backendRuntimeConfig={"backendName": "sglang"}), {"qwen": model}, {}, plugins)
+    lws = next(o for o in tree if o["kind"] == "LeaderWorkerSet")
+    lwt = lws["spec"]["leaderWorkerTemplate"]
+    assert lwt["size"] == 2
+    for template in (lwt["leaderTemplate"], lwt["workerTemplate"]):
+        args = template["spec"]["containers"][0]["args"]
+        assert args[args.index("--tp") + 1] == "16"
+
+
 def test_backend_without_tensor_parallel_flag_gets_none(plugins: PluginManager) -> None:
     args = _runner_args(plugins, {"name": "a100x8", "limits": {"nvidia.com/gpu": 8}}, "llamacpp")
     assert "8" not in args

@@ -28,6 +28,7 @@ class SGLangBackend(Backend):
     version: ClassVar[str] = "v0.5.19-cu129"
     docs_url: ClassVar[str] = "https://docs.sglang.ai/advanced_features/server_arguments.html"
     tensor_parallel_flag: ClassVar[str | None] = "--tp"
+    tensor_parallel_aliases: ClassVar[tuple[str, ...]] = ("--tp-size", "--tensor-parallel-size")
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     readiness_path: ClassVar[str | None] = "/health_generate"
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
@@ -111,4 +112,5 @@ class SGLangBackend(Backend):
             worker_command=list(SERVER),
             worker_args=list(args),
             worker_serves_http=False,
+            tensor_parallel_spans_group=True,
         )

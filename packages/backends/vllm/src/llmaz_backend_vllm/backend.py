@@ -31,6 +31,7 @@ class VLLMBackend(Backend):
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     drain_metrics: ClassVar[tuple[str, ...]] = ("vllm:num_requests_running", "vllm:num_requests_waiting")
     tensor_parallel_flag: ClassVar[str | None] = "--tensor-parallel-size"
+    tensor_parallel_aliases: ClassVar[tuple[str, ...]] = ("-tp",)
     key_metrics: ClassVar[EngineMetrics | None] = EngineMetrics(
         requests_running="vllm:num_requests_running",
         requests_waiting="vllm:num_requests_waiting",

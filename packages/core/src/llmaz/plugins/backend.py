@@ -82,6 +82,14 @@ class MultiHostRecipe(BaseModel):
         default=None,
         description="Flavor param holding the pods per group (e.g. PP); None: set by the Service.",
     )
+    tensor_parallel_spans_group: bool = Field(
+        default=False,
+        description=(
+            "Whether the engine's tensor-parallel degree counts the GPUs of the whole group "
+            "(SGLang's --tp with --nnodes), so {{ .TP }} defaults to the GPUs of one pod times the "
+            "pods per group; False: one pod's (vLLM, whose pipeline stages span the nodes)."
+        ),
+    )
 
 
 class Backend(ABC):
@@ -122,6 +130,10 @@ class Backend(ABC):
     number of accelerators the flavor gives one pod (only when that is more than one). In DRA mode,
     where the scheduler picks the flavor, the engine is started through a wrapper that counts the
     GPUs allocated to the container and passes that count (:meth:`device_count_entrypoint`)."""
+    tensor_parallel_aliases: ClassVar[tuple[str, ...]] = ()
+    """Other names the engine takes for :attr:`tensor_parallel_flag` (vLLM: ``-tp``). Args that set
+    the degree under any of them, or with ``_`` for ``-`` (``--tensor_parallel_size``), get no
+    flag added: the user's value stands."""
 
     # --- probes ---------------------------------------------------------------------------------
     health_path: ClassVar[str] = "/health"
@@ -177,7 +189,7 @@ class Backend(ABC):
         """
         if self.tensor_parallel_flag is None or not command:
             return None
-        return wrap_with_device_count(command, args, self.tensor_parallel_flag)
+        return wrap_with_device_count(command, args, self.tensor_parallel_flag, self.tensor_parallel_aliases)
 
     # --- probes -------------------------------------------------------------------------------
     def _http_get(self, path: str) -> dict[str, Any]:

@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["DEVICE_GLOB", "WRAPPER_NAME", "device_count_script", "strip_flag", "wrap_with_device_count"]
+__all__ = [
+    "DEVICE_GLOB",
+    "WRAPPER_NAME",
+    "device_count_script",
+    "strip_flag",
+    "uses_flag",
+    "wrap_with_device_count",
+]
 
 DEVICE_GLOB = "/dev/nvidia[0-9]*"
 """Device nodes of individual NVIDIA GPUs (``/dev/nvidiactl`` and friends do not match)."""
@@ -39,25 +46,43 @@ def device_count_script(flag: str) -> str:
     )
 
 
-def strip_flag(args: Sequence[str], flag: str) -> list[str]:
-    """``args`` without ``flag VALUE`` and ``flag=VALUE`` (the wrapper sets it)."""
+def _spelling(arg: str) -> str:
+    """An option's name as engines compare it: ``--a_b=1`` is ``--a-b`` (vLLM and others accept
+    either spelling)."""
+    name = arg.split("=", 1)[0]
+    return name.replace("_", "-") if name.startswith("-") else name
+
+
+def uses_flag(args: Sequence[str], *spellings: str) -> bool:
+    """Whether ``args`` set the option any of ``spellings`` name (``flag VALUE`` or ``flag=VALUE``,
+    ``_`` for ``-`` included)."""
+    names = {_spelling(s) for s in spellings}
+    return any(_spelling(arg) in names for arg in args if arg.startswith("-"))
+
+
+def strip_flag(args: Sequence[str], *spellings: str) -> list[str]:
+    """``args`` without the option any of ``spellings`` name, as ``flag VALUE`` or ``flag=VALUE``
+    (the wrapper sets it)."""
+    names = {_spelling(s) for s in spellings}
     out: list[str] = []
     skip = False
     for arg in args:
         if skip:
             skip = False
             continue
-        if arg == flag:
-            skip = True
-            continue
-        if arg.startswith(flag + "="):
+        if arg.startswith("-") and _spelling(arg) in names:
+            skip = "=" not in arg
             continue
         out.append(arg)
     return out
 
 
 def wrap_with_device_count(
-    command: Sequence[str], args: Sequence[str], flag: str
+    command: Sequence[str], args: Sequence[str], flag: str, aliases: Sequence[str] = ()
 ) -> tuple[list[str], list[str]]:
-    """Command and args that run ``command args`` through the device-count wrapper."""
-    return ["/bin/sh", "-c", device_count_script(flag), WRAPPER_NAME], [*command, *strip_flag(args, flag)]
+    """Command and args that run ``command args`` through the device-count wrapper (which sets
+    ``flag``; the args lose it and its ``aliases``)."""
+    return ["/bin/sh", "-c", device_count_script(flag), WRAPPER_NAME], [
+        *command,
+        *strip_flag(args, flag, *aliases),
+    ]

@@ -42,6 +42,7 @@ from llmaz.api.inference import DEFAULT_ROLLOUT_STRATEGY, MAX_GROUP_SIZE
 from llmaz.api.quantity import to_str
 from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
 from llmaz.plugins.backend import Backend, MultiHostRecipe
+from llmaz.plugins.devices import uses_flag
 from llmaz.render import flavors as flavor_mod
 from llmaz.render import templating
 from llmaz.render.errors import (
@@ -166,7 +167,7 @@ def _tensor_parallel_args(
 ) -> list[str]:
     """``[flag, TP]`` for a single-host backend with a tensor-parallel flag, unless the args set it."""
     flag = backend.tensor_parallel_flag if backend is not None else None
-    if not flag or any(a == flag or a.startswith(flag + "=") for a in args):
+    if backend is None or not flag or uses_flag(args, flag, *backend.tensor_parallel_aliases):
         return []
     degree, explicit = tensor_parallel(flavor, field)
     if degree is None or (degree == 1 and not explicit):
@@ -175,9 +176,13 @@ def _tensor_parallel_args(
 
 
 def template_variables(
-    claimed: Claimed, flavor: Flavor | None, skip_loader: bool
+    claimed: Claimed, flavor: Flavor | None, skip_loader: bool, *, tp_pods: int = 1
 ) -> tuple[dict[str, str | None], dict[str, str]]:
+    """The values of the template variables, and why a missing one is missing. Without a ``TP``
+    param, ``{{ .TP }}`` is the accelerators of ``tp_pods`` pods: one pod's, or a multi-host
+    group's when the engine's tensor parallelism spans the group (SGLang's ``--tp``)."""
     main = claimed.main
+    per_pod = accelerator_count(flavor)
     variables: dict[str, str | None] = {
         conventions.MODEL_PATH: main.model_path(skip_loader),
         conventions.MODEL_NAME: main.model_name(),
@@ -185,7 +190,8 @@ def template_variables(
             claimed.sources[1].model_path(skip_loader) if claimed.has_draft else None
         ),
         # a flavor without a TP param: one tensor-parallel rank per accelerator of the pod
-        conventions.TP: _param(flavor, "TP") or _count_str(accelerator_count(flavor)),
+        conventions.TP: _param(flavor, "TP")
+        or _count_str(per_pod * tp_pods if per_pod is not None else None),
         conventions.PP: _param(flavor, "PP"),
         conventions.INSTANCE_TYPE: _param(flavor, "INSTANCE-TYPE", conventions.INSTANCE_TYPE),
     }
@@ -500,7 +506,8 @@ def render_playground(
             config_name = recipe.config_name
     config = _find_config(backend_runtime, config_name, explicit_config)
 
-    variables, hints = template_variables(claimed, selected, skip_loader)
+    spans = size > 1 and recipe is not None and recipe.tensor_parallel_spans_group
+    variables, hints = template_variables(claimed, selected, skip_loader, tp_pods=size if spans else 1)
 
     runner_spec = build_runner_spec(backend_runtime, runtime_config, config, backend)
     args_field = "spec.backendRuntimeConfig.configName"
