@@ -154,6 +154,10 @@ def test_manifest_round_trip_of_objects_built_in_code() -> None:
         lambda: ResourceRequirements(limits={"cpu": 0.5}),
         lambda: LeaderWorkerTemplate(worker_template={}, size=0),
         lambda: LeaderWorkerTemplate(worker_template={}, restart_policy="Always"),
+        # copied into a label of the model's pods: the API server would refuse the LWS
+        lambda: ModelSpec(
+            family_name="Llama 3.1 (Meta)", source=ModelSource(model_hub=ModelHub(model_id="m"))
+        ),
     ],
     ids=[
         "hub-enum",
@@ -168,6 +172,7 @@ def test_manifest_round_trip_of_objects_built_in_code() -> None:
         "float-quantity",
         "size-0",
         "restart-policy-enum",
+        "family-name-not-a-label-value",
     ],
 )
 def test_invalid_values_are_rejected(build: object) -> None:

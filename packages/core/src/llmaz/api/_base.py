@@ -12,7 +12,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
 
-from llmaz.api.conventions import DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN
+from llmaz.api.conventions import CHILD_NAME_MAX_LENGTH, DNS_LABEL_MAX_LENGTH, DNS_LABEL_PATTERN
 
 RULE_ID_KEY = "x-llmaz-rule-id"
 """Private JSON-schema key naming a CEL rule; ``llmaz_devkit.crdgen`` strips it from the written CRDs."""
@@ -167,6 +167,31 @@ NAME_IS_DNS_LABEL = CelRule(
         "The name becomes a label value and the name of generated Services and pods, so it must be a "
         "DNS-1123 label (llmaz checks this on create only; the rule also holds on update, which cannot "
         "change a name anyway)."
+    ),
+)
+
+
+NAME_FITS_CHILDREN = CelRule(
+    id="metadata-name-fits-children",
+    # only for names the DNS-label rule passes: a name breaking both gets that rule's one message
+    rule=(
+        "!has(self.metadata.name) || size(self.metadata.name) > "
+        f"{DNS_LABEL_MAX_LENGTH} || !self.metadata.name.matches('{DNS_LABEL_PATTERN}') || "
+        f"(size(self.metadata.name) <= {CHILD_NAME_MAX_LENGTH} && self.metadata.name.matches('^[a-z]'))"
+    ),
+    message=(
+        f"metadata.name must start with a letter and be at most {CHILD_NAME_MAX_LENGTH} characters: "
+        "the LeaderWorkerSet <name> and the Service <name>-lb llmaz creates for it need DNS-1035 "
+        "labels (at most 63 characters, starting with a letter)"
+    ),
+    value="self.metadata.name",
+    field_path=".metadata.name",
+    reason="FieldValueInvalid",
+    doc=(
+        "llmaz names the workload's LeaderWorkerSet after the object and the Service in front of it "
+        "`<name>-lb`; both must be DNS-1035 labels, so a name that starts with a digit or is longer "
+        "than 60 characters could never be served (llmaz checked neither: the API server refused "
+        "the children, and the object never became ready)."
     ),
 )
 

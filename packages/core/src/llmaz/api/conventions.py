@@ -48,6 +48,10 @@ DNS_LABEL_PATTERN = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 """RFC 1123 label characters (the length, at most 63, is checked apart: CEL needs both)."""
 DNS_LABEL_MAX_LENGTH = 63
 _DNS_LABEL = re.compile(DNS_LABEL_PATTERN)
+LABEL_VALUE_PATTERN = "^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+"""A Kubernetes label value (at most 63 characters, checked apart)."""
+CHILD_NAME_MAX_LENGTH = DNS_LABEL_MAX_LENGTH - len("-lb")
+"""Longest Playground or inference Service name: its ``<name>-lb`` Service must be a DNS-1035 label."""
 
 
 def is_dns_label(name: str) -> bool:

@@ -23,6 +23,7 @@ from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names 
     ANNOTATION_MODEL_PREHEAT,
     LABEL_MODEL_FAMILY_NAME,
     LABEL_MODEL_NAME,
+    LABEL_VALUE_PATTERN,
 )
 from llmaz.api.k8s import ResourceList
 
@@ -248,7 +249,14 @@ class ModelSpec(ApiModel):
     """What a model is and where its weights come from."""
 
     family_name: str = Field(
-        min_length=1, max_length=63, description="Model family, e.g. llama3; copied into a pod label."
+        min_length=1,
+        max_length=63,
+        pattern=LABEL_VALUE_PATTERN,
+        description=(
+            "Model family, e.g. llama3; copied into the llmaz.io/model-family-name label of the "
+            "model and its pods, so it must be a label value: letters, digits, '-', '_' and '.', "
+            "starting and ending with a letter or digit."
+        ),
     )
     source: ModelSource = Field(description="Where to load the model from.")
     inference_config: InferenceConfig | None = Field(

@@ -9,6 +9,7 @@ from typing import ClassVar
 from pydantic import Field
 
 from llmaz.api._base import (
+    NAME_FITS_CHILDREN,
     NAME_IS_DNS_LABEL,
     ApiModel,
     Arg,
@@ -308,7 +309,7 @@ _AVAILABLE_REASON = ".status.conditions[?(@.type=='Available')].reason"
 class Playground(Resource):
     """Serve a model with a backend in a few lines; llmaz renders an inference Service from it."""
 
-    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL,)
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL, NAME_FITS_CHILDREN)
 
     group: ClassVar[str] = GROUP
     plural: ClassVar[str] = "playgrounds"
@@ -451,7 +452,7 @@ class ServiceStatus(ApiModel):
 class Service(Resource):
     """An inference Service: models served by a LeaderWorkerSet of pod groups."""
 
-    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL,)
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (NAME_IS_DNS_LABEL, NAME_FITS_CHILDREN)
 
     group: ClassVar[str] = GROUP
     plural: ClassVar[str] = "services"
