@@ -9,6 +9,7 @@ from render_helpers import EXAMPLES
 from typer.testing import CliRunner
 
 from llmaz.cli import app, mount
+from llmaz.render import DEFAULT_MODEL_LOADER_IMAGE
 
 mount()
 
@@ -230,3 +231,14 @@ def test_render_names_the_config_file_and_field_of_a_bad_cache(tmp_path: Path) -
     assert str(config) in err
     assert "modelLoader.sharedCache.hostPath" in err
     assert "not an absolute path" in err
+
+
+def test_render_help_shows_the_whole_model_loader_image_help() -> None:
+    # Help text is rich markup: a "[default: ...]" in it was taken for a tag and silently dropped.
+    result = CliRunner().invoke(app, ["render", "--help"], env={"COLUMNS": "200"})  # image unwrapped
+    assert result.exit_code == 0
+    text = " ".join(result.stdout.translate(str.maketrans("│╭╮╰╯─", "      ")).split())
+    assert (
+        "Image of the model-loader init containers. Default: modelLoader.image of --config, "
+        f"else {DEFAULT_MODEL_LOADER_IMAGE}." in text
+    )

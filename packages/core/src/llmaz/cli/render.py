@@ -117,8 +117,9 @@ def render(
     model_loader_image: Annotated[
         str | None,
         typer.Option(
-            help=f"Image of the model-loader init containers [default: modelLoader.image of --config, "
-            f"else {DEFAULT_MODEL_LOADER_IMAGE}]",
+            # No [brackets]: the help is rich markup, where "[default: ...]" reads as a tag and vanishes.
+            help="Image of the model-loader init containers. Default: modelLoader.image of --config, "
+            f"else {DEFAULT_MODEL_LOADER_IMAGE}.",
             show_default=False,
         ),
     ] = None,
