@@ -242,3 +242,30 @@ def test_render_help_shows_the_whole_model_loader_image_help() -> None:
         "Image of the model-loader init containers. Default: modelLoader.image of --config, "
         f"else {DEFAULT_MODEL_LOADER_IMAGE}." in text
     )
+
+
+def test_render_refuses_objects_without_a_name(tmp_path: Path) -> None:
+    # Everything rendered is named after its owner: without a name render printed objects named ''
+    # and '-lb' and exited 0, where the API server refuses the object.
+    model = (EXAMPLES / "huggingface" / "playground.yaml").read_text().split("\n---\n")[0]
+    bad = tmp_path / "unnamed.yaml"
+    bad.write_text(
+        model.replace("name: opt-125m", "name: ''", 1) + "\n---\n"
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {labels: {a: b}}\n"
+        "spec:\n  modelClaim: {modelName: opt-125m}\n---\n"
+        "apiVersion: inference.llmaz.io/v1alpha1\nkind: Service\n"
+        "metadata: {generateName: svc-}\nspec: {}\n"
+    )
+    code, out, err = run("-f", str(bad))
+    assert code == 1
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert lines[:2] == [
+        f"{bad}: OpenModel: metadata.name: required",
+        f"{bad}: Playground: metadata.name: required",
+    ]
+    assert lines[2] == (
+        f"{bad}: Service: metadata.name: required (render cannot know the name the API server would "
+        "generate from generateName)"
+    )
+    assert all(line.startswith(f"{bad}: Service: spec.") for line in lines[3:])  # its schema errors too

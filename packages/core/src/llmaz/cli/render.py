@@ -104,7 +104,7 @@ def _plugins() -> PluginSource:
 
 
 def _error_lines(source: str, err: RenderError) -> list[str]:
-    owner = f"{err.kind}/{err.name}: " if err.kind and err.name else ""
+    owner = f"{err.owner}: " if err.owner else ""
     problems = err.problems if isinstance(err, InvalidManifest) else [(err.field, err.reason)]
     return [f"{source}: {owner}{field}: {reason}" for field, reason in problems]
 

@@ -39,9 +39,16 @@ class RenderError(LlmazError):
         self.kind = kind
         self.name = name
 
+    @property
+    def owner(self) -> str:
+        """``<kind>/<name>``; just ``<kind>`` for an object without a name; ``""`` when unknown."""
+        if self.kind and self.name:
+            return f"{self.kind}/{self.name}"
+        return self.kind or ""
+
     def where(self) -> str:
         """``<kind>/<name>: <field>`` (the parts that are known)."""
-        owner = f"{self.kind}/{self.name}: " if self.kind and self.name else ""
+        owner = f"{self.owner}: " if self.owner else ""
         return f"{owner}{self.field}" if self.field else owner.rstrip(": ")
 
     def __str__(self) -> str:

@@ -38,17 +38,28 @@ def parse_document(doc: Mapping[str, Any], *, check_rules: bool = True) -> Resou
     ``check_rules=False``: schema only, no offline CEL (for objects an API server has admitted)."""
     kind = str(doc.get("kind", ""))
     meta = doc.get("metadata")
-    name = str(meta.get("name", "")) if isinstance(meta, Mapping) else ""
+    name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
+    # The API server refuses an object without a name (a generateName is only resolved there), and
+    # everything rendered is named after its owner: without a name we would print '' and '-lb'.
+    problems = [] if name else [("metadata.name", _name_required(meta))]
     try:
-        return parse_manifest(dict(doc), check_rules=check_rules)
+        obj = parse_manifest(dict(doc), check_rules=check_rules)
     except ValidationError as exc:
-        problems = [(field_path(e["loc"]), e["msg"]) for e in exc.errors()]
-        first_field, first_reason = problems[0]
-        raise InvalidManifest(
-            first_field, first_reason, kind=kind or None, name=name or None, problems=problems
-        ) from None
+        found = [(field_path(e["loc"]), e["msg"]) for e in exc.errors()]
+        # for an empty name, "required" says all; the DNS-label rule's "(got )" adds nothing
+        problems += [p for p in found if name or p[0] != "metadata.name"]
     except ValueError as exc:
         raise InvalidManifest("apiVersion", str(exc), kind=kind or None, name=name or None) from None
+    if not problems:
+        return obj
+    first_field, first_reason = problems[0]
+    raise InvalidManifest(first_field, first_reason, kind=kind or None, name=name or None, problems=problems)
+
+
+def _name_required(meta: object) -> str:
+    if isinstance(meta, Mapping) and meta.get("generateName"):
+        return "required (render cannot know the name the API server would generate from generateName)"
+    return "required"
 
 
 def _with_owner(err: RenderError, obj: Resource) -> RenderError:
