@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
+from typing import Any
 
+import pytest
 import yaml
 from render_helpers import EXAMPLES
 from typer.testing import CliRunner
@@ -269,3 +272,64 @@ def test_render_refuses_objects_without_a_name(tmp_path: Path) -> None:
         "generate from generateName)"
     )
     assert all(line.startswith(f"{bad}: Service: spec.") for line in lines[3:])  # its schema errors too
+
+
+_POD = "spec.workloadTemplate.workerTemplate."
+_HUB = "spec.source.modelHub."
+_NULL_CASES = {
+    # file, document, field given as null, other fields set in both runs
+    "pod volumes": ("service/single-host.yaml", 1, _POD + "spec.volumes", {}),
+    "pod metadata": ("service/single-host.yaml", 1, _POD + "metadata", {}),
+    "container resources": ("service/single-host.yaml", 1, _POD + "spec.containers.0.resources", {}),
+    "container volumeMounts": ("service/single-host.yaml", 1, _POD + "spec.containers.0.volumeMounts", {}),
+    "affinity": ("service/single-host.yaml", 1, _POD + "spec.affinity", {}),
+    "nodeAffinity": ("service/single-host.yaml", 1, _POD + "spec.affinity.nodeAffinity", {}),
+    "filename next to allowPatterns": (
+        "huggingface/playground.yaml",
+        0,
+        _HUB + "filename",
+        {_HUB + "allowPatterns": ["*.json"]},
+    ),
+    "ignorePatterns next to filename": (
+        "huggingface/playground.yaml",
+        0,
+        _HUB + "ignorePatterns",
+        {_HUB + "filename": "x.gguf"},
+    ),
+    "requests next to limits": (
+        "huggingface/playground.yaml",
+        1,
+        "spec.backendRuntimeConfig.resources.requests",
+        {"spec.backendRuntimeConfig.resources.limits": {"cpu": 8}},
+    ),
+    "defaulted revision": ("huggingface/playground.yaml", 0, _HUB + "revision", {}),
+    "defaulted replicas": ("huggingface/playground.yaml", 1, "spec.replicas", {}),
+    "defaulted backendName": ("huggingface/playground.yaml", 1, "spec.backendRuntimeConfig.backendName", {}),
+}
+
+
+def _set(doc: dict[str, Any], path: str, value: Any, *, remove: bool = False) -> None:
+    *parents, last = path.split(".")
+    node: Any = doc
+    for part in parents:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    if remove:
+        node.pop(last, None)
+    else:
+        node[last] = value
+
+
+@pytest.mark.parametrize("case", _NULL_CASES.values(), ids=list(_NULL_CASES))
+def test_render_takes_a_null_field_for_an_absent_one(case: tuple[str, int, str, dict[str, Any]]) -> None:
+    # Helm output often holds "field: null"; the API server drops such fields before defaulting and
+    # validation. Render crashed on them (pod templates) or refused them (defaults, exclusive fields).
+    example, index, field, others = case
+    docs = list(yaml.safe_load_all((EXAMPLES / example).read_text()))
+    for path, value in others.items():
+        _set(docs[index], path, value)
+    absent, null = copy.deepcopy(docs), copy.deepcopy(docs)
+    _set(absent[index], field, None, remove=True)
+    _set(null[index], field, None)
+    expected = run("-f", "-", stdin=yaml.safe_dump_all(absent))
+    assert expected[0] == 0, expected[2]
+    assert run("-f", "-", stdin=yaml.safe_dump_all(null)) == expected

@@ -31,3 +31,9 @@ def test_packaged_crd_files_match_the_generator() -> None:
 
 # `kubectl apply --dry-run=client|server` of this output against a real kube-apiserver: see
 # e2e/test_llmaz_api.py::test_llmaz_crds_output_passes_kubectl_client_and_server_dry_run.
+
+
+def test_no_crd_field_is_nullable() -> None:
+    # Resource.from_manifest treats a null field as absent because the API server prunes nulls of
+    # every field that is not nullable; a nullable field would need its null kept.
+    assert "nullable" not in crds_yaml()

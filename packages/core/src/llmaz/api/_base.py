@@ -106,6 +106,16 @@ class ApiModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_unset=True)
 
 
+def drop_null_fields(value: Any) -> Any:
+    """A copy of a JSON value without the ``null`` values of its mappings, at any depth, as the API
+    server prunes them from a custom resource (see :meth:`Resource.from_manifest`)."""
+    if isinstance(value, dict):
+        return {k: drop_null_fields(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [drop_null_fields(item) for item in value]
+    return value
+
+
 class ObjectMeta(BaseModel):
     """The subset of ``metav1.ObjectMeta`` that users write; other server-set fields are kept as-is."""
 
@@ -258,6 +268,11 @@ class Resource(ApiModel):
     def from_manifest(cls, data: dict[str, Any], *, check_rules: bool = True) -> Self:
         """Parse one manifest dict (as loaded from YAML/JSON) into a typed object.
 
+        A field given as ``null`` counts as absent, everywhere (embedded pod templates included):
+        the API server prunes such fields before defaulting and validation, since no field of the
+        llmaz CRDs is ``nullable``, so ``revision: null`` gets the default and ``volumes: null`` is no
+        list. Helm output often holds such nulls. Items of a list are kept as they are.
+
         ``check_rules=False`` skips the offline CEL rules, for objects read back from an API server
         that enforced them when they were written (the operator).
 
@@ -270,7 +285,7 @@ class Resource(ApiModel):
                 f"expected apiVersion {cls.api_version_string()} kind {cls.kind_name()}, "
                 f"got apiVersion {api_version} kind {kind}"
             )
-        obj = cls.model_validate(data)
+        obj = cls.model_validate(drop_null_fields(data))
         if check_rules:
             obj.check_rules()
         return obj
