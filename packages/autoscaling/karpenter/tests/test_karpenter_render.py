@@ -58,3 +58,38 @@ def test_cli_rejects_a_file_without_models(tmp_path: Path) -> None:
     empty.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
     result = CliRunner().invoke(app, ["nodepools", "-f", str(empty)])
     assert result.exit_code == 1
+
+
+def test_cli_reports_input_errors_like_render(tmp_path: Path) -> None:
+    # It read files its own way: a missing file was a traceback, bad YAML exited 2 with PyYAML's
+    # '"<unicode string>"' text. Now it shares render's reading and report format (exit 1).
+    missing = tmp_path / "missing.yaml"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: llmaz.io/v1alpha1\nkind: OpenModel\nmetadata:\n  name: [a\n")
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(
+        "apiVersion: llmaz.io/v1alpha1\nkind: OpenModel\nmetadata: {name: m}\n"
+        "spec: {familyName: f, source: {modelHub: {modelID: a/b}}, flavours: []}\n"
+    )
+    for path, expected in [
+        (missing, f"{missing}: No such file or directory"),
+        (broken, f"{broken}:5:1: invalid YAML: "),
+        (invalid, f"{invalid}: OpenModel/m: spec.flavours: Extra inputs are not permitted"),
+    ]:
+        result = CliRunner().invoke(app, ["nodepools", "-f", str(path)])
+        assert result.exit_code == 1, result.output
+        assert result.stdout == ""
+        assert result.stderr.startswith(expected), result.stderr
+        assert "Traceback" not in result.output
+
+
+def test_cli_names_the_model_of_an_unknown_capacity_type(tmp_path: Path) -> None:
+    text = EXAMPLE.read_text()
+    assert "INSTANCE-TYPE: g5g.xlarge" in text
+    model = tmp_path / "model.yaml"
+    model.write_text(
+        text.replace("INSTANCE-TYPE: g5g.xlarge", "INSTANCE-TYPE: g5g.xlarge\n          CAPACITY-TYPE: cheap")
+    )
+    result = CliRunner().invoke(app, ["nodepools", "-f", str(model)])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"{model}: OpenModel/qwen2-0--5b-karpenter: flavor 't4g': CAPACITY-TYPE")

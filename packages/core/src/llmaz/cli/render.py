@@ -7,9 +7,9 @@ BackendRuntimes also from the installed backend plugins; nothing talks to a clus
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 import yaml
@@ -27,7 +27,7 @@ from llmaz.render import (
     render_manifests,
 )
 
-__all__ = ["dump_yaml_stream", "load_documents", "render"]
+__all__ = ["InputError", "dump_yaml_stream", "exit_with_errors", "load_documents", "read_inputs", "render"]
 
 
 def dump_yaml_stream(objects: list[dict[str, Any]]) -> str:
@@ -35,18 +35,20 @@ def dump_yaml_stream(objects: list[dict[str, Any]]) -> str:
     return yamlfmt.dump_all(objects)
 
 
-class _InputError(LlmazError):
+class InputError(LlmazError):
+    """A file that cannot be read as manifests; its message starts with the file's name."""
+
     def __init__(self, source: str, message: str) -> None:
         super().__init__(f"{source}: {message}")
 
 
-def _yaml_error(name: str, exc: yaml.YAMLError) -> _InputError:
+def _yaml_error(name: str, exc: yaml.YAMLError) -> InputError:
     """``<file>:<line>:<column>: invalid YAML: <problem>``, never PyYAML's ``"<unicode string>"``."""
     if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
         mark = exc.problem_mark
         problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
-        return _InputError(f"{name}:{mark.line + 1}:{mark.column + 1}", f"invalid YAML: {problem}")
-    return _InputError(name, f"invalid YAML: {exc}")
+        return InputError(f"{name}:{mark.line + 1}:{mark.column + 1}", f"invalid YAML: {problem}")
+    return InputError(name, f"invalid YAML: {exc}")
 
 
 def _llmaz_groups() -> set[str]:
@@ -56,7 +58,7 @@ def _llmaz_groups() -> set[str]:
 def load_documents(source: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
     """Documents of one file (``-`` = stdin) as ``(source, document)`` pairs.
 
-    :raises _InputError: the file cannot be read, is not YAML, holds no document, holds a document
+    :raises InputError: the file cannot be read, is not YAML, holds no document, holds a document
         with a kind of an llmaz API group that does not exist (a typo), or holds no llmaz kind at all.
         Documents of other APIs next to llmaz ones (a Gateway in an example) are skipped.
     """
@@ -64,25 +66,46 @@ def load_documents(source: str) -> Iterator[tuple[str, dict[str, Any] | None]]:
     try:
         text = sys.stdin.read() if source == "-" else Path(source).read_text(encoding="utf-8")
     except OSError as exc:
-        raise _InputError(name, exc.strerror or str(exc)) from None
+        raise InputError(name, exc.strerror or str(exc)) from None
     try:
         docs = [doc for doc in yaml.safe_load_all(text) if doc is not None]
     except yaml.YAMLError as exc:
         raise _yaml_error(name, exc) from None
     if not docs:
-        raise _InputError(name, "no manifests in this input")
+        raise InputError(name, "no manifests in this input")
     foreign: list[str] = []
     for number, doc in enumerate(docs, start=1):
         if not isinstance(doc, dict):
-            raise _InputError(name, f"document {number} is a {type(doc).__name__}, not a mapping")
+            raise InputError(name, f"document {number} is a {type(doc).__name__}, not a mapping")
         api_version, kind = str(doc.get("apiVersion", "")), str(doc.get("kind", ""))
         if kind_for(api_version, kind) is None:
             if api_version.split("/", maxsplit=1)[0] in _llmaz_groups() or not kind:
-                raise _InputError(name, f"document {number}: {_not_llmaz(api_version, kind)}")
+                raise InputError(name, f"document {number}: {_not_llmaz(api_version, kind)}")
             foreign.append(f"document {number}: {_not_llmaz(api_version, kind)}")
     if len(foreign) == len(docs):
-        raise _InputError(name, "; ".join(foreign))
+        raise InputError(name, "; ".join(foreign))
     yield from ((name, doc) for doc in docs)
+
+
+def read_inputs(files: Iterable[str]) -> list[tuple[str, dict[str, Any] | None]]:
+    """The documents of every file, for a command: on an :class:`InputError` print it on stderr
+    and exit 1 (``llmaz render`` and the plugins' commands that read manifests share this)."""
+    try:
+        return [pair for f in files for pair in load_documents(f)]
+    except InputError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+
+
+def exit_with_errors(
+    sourced: list[tuple[str, dict[str, Any] | None]], errors: Iterable[RenderError]
+) -> NoReturn:
+    """Print each error as ``<file>: <kind>/<name>: <field>: <reason>`` on stderr and exit 1."""
+    for err in errors:
+        for each in err.errors if isinstance(err, RenderErrors) else [err]:
+            for line in _error_lines(_source_of(sourced, each), each):
+                typer.echo(line, err=True)
+    raise typer.Exit(1)
 
 
 def _not_llmaz(api_version: str, kind: str) -> str:
@@ -144,11 +167,7 @@ def render(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
-    try:
-        sourced = [pair for f in files for pair in load_documents(f)]
-    except _InputError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+    sourced = read_inputs(files)
     plugins = None if no_plugins else _plugins()
     # Render per object so an error names the file it came from; models and runtimes are shared.
     documents = [doc for _, doc in sourced]
@@ -160,10 +179,7 @@ def render(
             model_cache=loader.shared_cache,
         )
     except RenderError as err:
-        for each in err.errors if isinstance(err, RenderErrors) else [err]:
-            for line in _error_lines(_source_of(sourced, each), each):
-                typer.echo(line, err=True)
-        raise typer.Exit(1) from None
+        exit_with_errors(sourced, [err])
     sys.stdout.write(dump_yaml_stream(objects))
 
 
