@@ -333,3 +333,22 @@ def test_render_takes_a_null_field_for_an_absent_one(case: tuple[str, int, str, 
     expected = run("-f", "-", stdin=yaml.safe_dump_all(absent))
     assert expected[0] == 0, expected[2]
     assert run("-f", "-", stdin=yaml.safe_dump_all(null)) == expected
+
+
+def test_render_warns_of_what_an_autoscaler_could_not_render(tmp_path: Path) -> None:
+    # The operator reports such problems in status; render dropped them, so an HPA silently missing
+    # from the output looked like success.
+    model = (EXAMPLES / "huggingface" / "playground.yaml").read_text().split("\n---\n")[0]
+    pg = tmp_path / "pg.yaml"
+    pg.write_text(
+        model + "\n---\napiVersion: inference.llmaz.io/v1alpha1\nkind: Playground\nmetadata: {name: p}\n"
+        "spec:\n  modelClaim: {modelName: opt-125m}\n  elasticConfig: {maxReplicas: 3}\n"
+    )
+    code, out, err = run("-f", str(pg))
+    assert code == 0
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Service", "LeaderWorkerSet", "Service"]
+    assert err.strip().splitlines() == [
+        f"warning: {pg}: Playground/p: NoScaleTrigger: elasticConfig is set but there is no HPA trigger: "
+        "set elasticConfig.scaleTrigger.hpa or use a config of BackendRuntime vllm with a scaleTrigger "
+        "(config 'default' has none); no HorizontalPodAutoscaler is created"
+    ]

@@ -24,6 +24,7 @@ from llmaz.render import (
     PluginSource,
     RenderError,
     RenderErrors,
+    RenderWarning,
     render_manifests,
 )
 
@@ -103,7 +104,7 @@ def exit_with_errors(
     """Print each error as ``<file>: <kind>/<name>: <field>: <reason>`` on stderr and exit 1."""
     for err in errors:
         for each in err.errors if isinstance(err, RenderErrors) else [err]:
-            for line in _error_lines(_source_of(sourced, each), each):
+            for line in _error_lines(_source_of(sourced, each.kind, each.name), each):
                 typer.echo(line, err=True)
     raise typer.Exit(1)
 
@@ -171,25 +172,36 @@ def render(
     plugins = None if no_plugins else _plugins()
     # Render per object so an error names the file it came from; models and runtimes are shared.
     documents = [doc for _, doc in sourced]
+    warnings: list[RenderWarning] = []
     try:
         objects = render_manifests(
             documents,
             plugins=plugins,
             model_loader_image=model_loader_image or loader.image or DEFAULT_MODEL_LOADER_IMAGE,
             model_cache=loader.shared_cache,
+            warnings=warnings,
         )
     except RenderError as err:
+        _print_warnings(sourced, warnings)
         exit_with_errors(sourced, [err])
+    _print_warnings(sourced, warnings)
     sys.stdout.write(dump_yaml_stream(objects))
 
 
-def _source_of(sourced: list[tuple[str, dict[str, Any] | None]], err: RenderError) -> str:
+def _print_warnings(sourced: list[tuple[str, dict[str, Any] | None]], warnings: list[RenderWarning]) -> None:
+    """What the operator would report in the object's status, e.g. an HPA that cannot be created."""
+    for w in warnings:
+        source = _source_of(sourced, w.kind, w.name)
+        typer.echo(f"warning: {source}: {w.kind}/{w.name}: {w.reason}: {w.message}", err=True)
+
+
+def _source_of(sourced: list[tuple[str, dict[str, Any] | None]], kind: str | None, name: str | None) -> str:
     for source, doc in sourced:
         if not doc:
             continue
         meta = doc.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if doc.get("kind") == err.kind and name == err.name:
+        doc_name = (meta.get("name") or None) if isinstance(meta, dict) else None
+        if doc.get("kind") == kind and doc_name == name:
             return source
     return sourced[0][0] if len(sourced) == 1 or all(s == sourced[0][0] for s, _ in sourced) else "<input>"
 

@@ -31,7 +31,7 @@ from llmaz.render.errors import (
     RenderErrors,
     UnknownTemplateVariable,
 )
-from llmaz.render.manifests import PluginSource, parse_document, render_manifests
+from llmaz.render.manifests import PluginSource, RenderWarning, parse_document, render_manifests
 from llmaz.render.objects import Rendered
 from llmaz.render.plan import Plan, plan, plan_tree
 from llmaz.render.playground import infer_config_name, render_playground
@@ -54,6 +54,7 @@ __all__ = [
     "PluginSource",
     "RenderError",
     "RenderErrors",
+    "RenderWarning",
     "Rendered",
     "UnknownTemplateVariable",
     "infer_config_name",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
 
 from llmaz.api import BackendRuntime, OpenModel, Playground, Resource, Service, kind_for, parse_manifest
+from llmaz.plugins.autoscaler import AutoscalingProblem
 from llmaz.render.cache import SharedCache
 from llmaz.render.errors import (
     BackendRuntimeNotFound,
@@ -19,7 +21,18 @@ from llmaz.render.errors import (
 from llmaz.render.plan import PluginSource, plan_tree
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
 
-__all__ = ["PluginSource", "field_path", "parse_document", "render_manifests"]
+__all__ = ["PluginSource", "RenderWarning", "field_path", "parse_document", "render_manifests"]
+
+
+@dataclass(frozen=True)
+class RenderWarning:
+    """A problem that did not stop the render: what an autoscaler could not render for an object
+    (the operator's status reason and message)."""
+
+    kind: str
+    name: str
+    reason: str
+    message: str
 
 
 def field_path(loc: Iterable[int | str]) -> str:
@@ -76,6 +89,7 @@ def render_manifests(
     plugins: PluginSource | None = None,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
     model_cache: SharedCache | None = None,
+    warnings: list[RenderWarning] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the operator would create for ``documents``.
 
@@ -85,7 +99,9 @@ def render_manifests(
     BackendRuntimes are resolved from ``documents`` first, then BackendRuntimes from installed backend
     plugins. Documents of other kinds are ignored.
 
-    Every object is tried, so one call reports every problem of the stream.
+    Every object is tried, so one call reports every problem of the stream. ``warnings``, when
+    given, gets what did not stop the render (an autoscaler's problems, such as the ``hpa`` plugin's
+    ``NoScaleTrigger``), in document order.
 
     :raises RenderError: the problem, with ``kind`` and ``name`` of the object at fault; when several
         objects fail, a :class:`RenderErrors` listing each of them in document order.
@@ -124,6 +140,7 @@ def render_manifests(
     for obj in parsed:
         try:
             if isinstance(obj, (Playground, Service)):
+                problems: list[AutoscalingProblem] = []
                 try:
                     out += plan_tree(
                         obj,
@@ -132,12 +149,15 @@ def render_manifests(
                         plugins,
                         model_loader_image=model_loader_image,
                         model_cache=model_cache,
+                        problems=problems,
                     )
                 except BackendRuntimeNotFound as err:
                     installed = plugins.backends if plugins is not None else {}
                     err.reason += f"; {known_names('backends', [*runtimes, *installed])}"
                     err.reason += "" if plugins is not None else " (plugins were not consulted)"
                     raise
+                if warnings is not None:
+                    warnings += [RenderWarning(obj.kind, obj.name, p.reason, p.message) for p in problems]
         except RenderError as err:
             errors.append(_with_owner(err, obj))
     if len(errors) == 1:

@@ -186,13 +186,20 @@ def plan_tree(
     *,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
     model_cache: SharedCache | None = None,
+    problems: list[AutoscalingProblem] | None = None,
 ) -> list[dict[str, Any]]:
     """Everything ``obj`` leads to, as ``llmaz render`` prints it: for a Playground its inference
     Service, then that Service's LeaderWorkerSet and ``<name>-lb`` Service, then the autoscaler
-    objects; for an inference Service its LeaderWorkerSet and ``<name>-lb`` Service."""
+    objects; for an inference Service its LeaderWorkerSet and ``<name>-lb`` Service.
+
+    :param problems: when given, a Playground's autoscaler problems (:attr:`Plan.problems`) are
+        appended to it.
+    """
     if isinstance(obj, Service):
         return list(plan(obj, models, model_loader_image=model_loader_image, model_cache=model_cache).objects)
     top = plan(obj, models, runtimes, plugins)
+    if problems is not None:
+        problems.extend(top.problems)
     if top.service is None:  # unreachable: a Playground's plan always holds its Service
         raise AssertionError("the plan of a Playground has no inference Service")
     service_doc, *rest = top.objects
