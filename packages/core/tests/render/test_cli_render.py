@@ -352,3 +352,23 @@ def test_render_warns_of_what_an_autoscaler_could_not_render(tmp_path: Path) -> 
         "set elasticConfig.scaleTrigger.hpa or use a config of BackendRuntime vllm with a scaleTrigger "
         "(config 'default' has none); no HorizontalPodAutoscaler is created"
     ]
+
+
+def test_render_warns_of_an_autoscaler_annotation_naming_no_installed_autoscaler(tmp_path: Path) -> None:
+    # Each autoscaler ignores a Playground that chose another one, so "kedaa" left it unscaled: no
+    # HPA, no ScaledObject, exit 0 and not a word.
+    text = (EXAMPLES / "keda" / "playground.yaml").read_text()
+    assert "llmaz.io/autoscaler: keda\n" in text
+    pg = tmp_path / "pg.yaml"
+    pg.write_text(text.replace("llmaz.io/autoscaler: keda\n", "llmaz.io/autoscaler: kedaa\n"))
+    name = next(d for d in yaml.safe_load_all(text) if d["kind"] == "Playground")["metadata"]["name"]
+    code, out, err = run("-f", str(pg))
+    assert code == 0
+    assert "ScaledObject" not in out
+    assert err.strip().splitlines() == [
+        f"warning: {pg}: Playground/{name}: UnknownAutoscaler: annotation llmaz.io/autoscaler='kedaa' "
+        "names no installed autoscaler (known autoscalers: hpa, karpenter, keda); no autoscaler scales "
+        "this Playground"
+    ]
+    code, _, err = run("-f", str(EXAMPLES / "keda" / "playground.yaml"))
+    assert (code, err) == (0, "")  # a known one is not reported

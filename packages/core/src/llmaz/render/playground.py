@@ -40,7 +40,13 @@ from llmaz.api.conventions import (
 )
 from llmaz.api.inference import DEFAULT_ROLLOUT_STRATEGY, MAX_GROUP_SIZE
 from llmaz.api.quantity import to_str
-from llmaz.plugins.autoscaler import Autoscaler, AutoscalingInput, AutoscalingOutput, AutoscalingProblem
+from llmaz.plugins.autoscaler import (
+    ANNOTATION_AUTOSCALER,
+    Autoscaler,
+    AutoscalingInput,
+    AutoscalingOutput,
+    AutoscalingProblem,
+)
 from llmaz.plugins.backend import Backend, MultiHostRecipe
 from llmaz.plugins.devices import uses_flag
 from llmaz.render import flavors as flavor_mod
@@ -51,6 +57,7 @@ from llmaz.render.errors import (
     InvalidFlavor,
     InvalidManifest,
     MultiHostUnsupported,
+    known_names,
 )
 from llmaz.render.models import Claimed, Models, resolve_claims
 from llmaz.render.objects import DEFAULT_PORT, Rendered, env_dict, merge_envs, merge_resources
@@ -371,14 +378,34 @@ class AutoscalingResults:
     pod_annotations: dict[str, str]
 
 
+REASON_UNKNOWN_AUTOSCALER = "UnknownAutoscaler"
+
+
 def run_autoscalers(autoscalers: Iterable[Autoscaler], request: AutoscalingInput) -> AutoscalingResults:
-    """Ask each autoscaler (sorted by name, so the result never depends on plugin load order)."""
+    """Ask each autoscaler (sorted by name, so the result never depends on plugin load order).
+
+    An :data:`ANNOTATION_AUTOSCALER` naming no installed autoscaler is an ``UnknownAutoscaler``
+    problem: each autoscaler leaves a Playground that chose another one alone, so a typo would
+    otherwise leave it unscaled without a word. A problem, not an error: the Playground still serves,
+    as with an autoscaler's own problems (a bad ``keda-metric`` value, say).
+    """
+    autoscalers = sorted(autoscalers, key=lambda a: a.name)
     outputs: list[tuple[Autoscaler, AutoscalingOutput]] = []
     problems: list[AutoscalingProblem] = []
+    requested = request.requested_autoscaler
+    if requested is not None and requested not in {a.name for a in autoscalers}:
+        problems.append(
+            AutoscalingProblem(
+                REASON_UNKNOWN_AUTOSCALER,
+                f"annotation {ANNOTATION_AUTOSCALER}={requested!r} names no installed autoscaler "
+                f"({known_names('autoscalers', (a.name for a in autoscalers))}); no autoscaler scales "
+                "this Playground",
+            )
+        )
     prune: list[tuple[str, str]] = []
     labels: dict[str, str] = {}
     annotations: dict[str, str] = {}
-    for scaler in sorted(autoscalers, key=lambda a: a.name):
+    for scaler in autoscalers:
         out = scaler.render(request)
         outputs.append((scaler, out))
         problems.extend(out.problems)
