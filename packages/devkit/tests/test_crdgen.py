@@ -235,16 +235,18 @@ def test_defaults_enums_and_bounds(all_crds: dict[str, dict[str, Any]]) -> None:
 
 
 def test_name_rule_reports_metadata_name(all_crds: dict[str, dict[str, Any]]) -> None:
-    """The DNS-label rule points at metadata.name (not at the object root, which the API server
-    prints as ``<nil>``); a fieldPath must name a declared property, so the root declares name."""
-    for kind in ("OpenModel", "Playground", "Service"):
+    """The name rules (DNS label; for Playgrounds and Services also room for the children's
+    names) point at metadata.name (not at the object root, which the API server prints as
+    ``<nil>``); a fieldPath must name a declared property, so the root declares name."""
+    for kind, rules in (("OpenModel", 1), ("Playground", 2), ("Service", 2)):
         schema = _schema(all_crds[kind])
         assert schema["properties"]["metadata"] == {
             "type": "object",
             "properties": {"name": {"type": "string"}},
         }
-        (rule,) = schema["x-kubernetes-validations"]
-        assert rule["fieldPath"] == ".metadata.name"
+        assert len(schema["x-kubernetes-validations"]) == rules
+        for rule in schema["x-kubernetes-validations"]:
+            assert rule["fieldPath"] == ".metadata.name"
 
 
 def test_embedded_kubernetes_schemas_are_real(all_crds: dict[str, dict[str, Any]]) -> None:
