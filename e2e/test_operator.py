@@ -848,6 +848,54 @@ def test_removing_elastic_config_deletes_the_hpa_and_scale_works(
     assert all(w.split()[1] == "playgrounds/status" for w in playground_writes), playground_writes
 
 
+def test_an_autoscaler_problem_shows_as_a_condition_until_it_is_fixed(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """``elasticConfig`` without a scale trigger (none in the Playground, none in its runtime's
+    config): no HPA, and the Playground says why in ``AutoscalingReady`` while it serves; with a
+    trigger the HPA comes and the condition goes. A Playground without problems has no such
+    condition at all (no status write for it)."""
+    cp.apply(
+        [model("qwen-nt"), playground("no-trigger", namespace, "qwen-nt", elasticConfig={"maxReplicas": 3})]
+    )
+    wait_until(lambda: reason(cp, "pl/no-trigger", namespace) == "Available", "Available", 60, operator.log)
+    scaling = wait_until(
+        lambda: condition(get(cp, "pl/no-trigger", namespace), "AutoscalingReady"),
+        "AutoscalingReady",
+        30,
+        operator.log,
+    )
+    assert (scaling["status"], scaling["reason"]) == ("False", "NoScaleTrigger")
+    assert get(cp, "hpa/no-trigger", namespace) is None
+    trigger = {
+        "hpa": {
+            "metrics": [
+                {
+                    "type": "Resource",
+                    "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}},
+                }
+            ]
+        }
+    }
+    cp.kubectl(
+        "patch",
+        "pl/no-trigger",
+        "-n",
+        namespace,
+        "--type=merge",
+        "-p",
+        json.dumps({"spec": {"elasticConfig": {"scaleTrigger": trigger}}}),
+    )
+    wait_until(lambda: get(cp, "hpa/no-trigger", namespace), "HPA", 30, operator.log)
+    wait_until(
+        lambda: not condition(get(cp, "pl/no-trigger", namespace), "AutoscalingReady"),
+        "AutoscalingReady gone",
+        30,
+        operator.log,
+    )
+    assert reason(cp, "pl/no-trigger", namespace) == "Available"
+
+
 def test_deleting_a_playground_removes_every_child(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:

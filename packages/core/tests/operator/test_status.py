@@ -253,3 +253,32 @@ def test_leader_selector_is_what_the_lws_controller_reports() -> None:
     assert leader_selector("chat") == (
         "leaderworkerset.sigs.k8s.io/name=chat,leaderworkerset.sigs.k8s.io/worker-index=0"
     )
+
+
+def test_autoscaler_problems_show_in_autoscaling_ready_only_while_there_are_some() -> None:
+    serving = {"generation": 2, "desired": 1, "ready": 1, "available": True}
+    fine = compute_status("Playground", Observation(**serving), None, T0)
+    assert "AutoscalingReady" not in conditions(fine)  # nothing to say, nothing written
+    one = (("NoScaleTrigger", "no scale trigger: no HPA"),)
+    told = compute_status("Playground", Observation(**serving, scaling=one), fine, T0)
+    assert conditions(told)["AutoscalingReady"] == {
+        "type": "AutoscalingReady",
+        "status": "False",
+        "reason": "NoScaleTrigger",
+        "message": "no scale trigger: no HPA",
+        "lastTransitionTime": "2026-01-01T00:00:00Z",
+        "observedGeneration": 2,
+    }
+    assert conditions(told)["Available"]["status"] == "True"  # the model still serves
+    assert not status_changed(
+        told, compute_status("Playground", Observation(**serving, scaling=one), told, T1)
+    )
+    two = (*one, ("UnknownAutoscaler", "'kedaa' names no installed autoscaler"))
+    both = conditions(compute_status("Playground", Observation(**serving, scaling=two), told, T1))
+    assert both["AutoscalingReady"]["message"] == (
+        "NoScaleTrigger: no scale trigger: no HPA; UnknownAutoscaler: 'kedaa' names no installed autoscaler"
+    )
+    assert both["AutoscalingReady"]["lastTransitionTime"] == "2026-01-01T00:00:00Z"
+    fixed = compute_status("Playground", Observation(**serving), told, T1)
+    assert "AutoscalingReady" not in conditions(fixed)
+    assert status_changed(told, fixed)

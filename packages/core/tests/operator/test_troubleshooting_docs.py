@@ -16,7 +16,11 @@ from llmaz.operator import status
 from llmaz.render.diagnosis import Reason
 from llmaz.render.errors import RenderError, RenderErrors
 from llmaz.render.fallback import FLAVOR_FALLBACK, NO_FLAVOR_SCHEDULABLE
+from llmaz.render.playground import REASON_UNKNOWN_AUTOSCALER
 from llmaz.render.preheat import REASONS as PREHEAT_REASONS
+from llmaz_autoscaler_hpa import autoscaler as hpa
+from llmaz_autoscaler_karpenter import autoscaler as karpenter
+from llmaz_autoscaler_keda import autoscaler as keda
 
 PAGE = Path(__file__).resolve().parents[4] / "docs" / "troubleshooting.md"
 
@@ -38,9 +42,18 @@ def _reasons_in_code() -> set[str]:
     reasons |= {NO_FLAVOR_SCHEDULABLE, status.REASON_NAME_CONFLICT, status.REASON_PENDING}
     reasons |= {status.REASON_CRD_NOT_INSTALLED, status.REASON_GATEWAY_NOT_FOUND, status.REASON_REJECTED}
     reasons |= set(PREHEAT_REASONS)  # the OpenModel's Preheated condition
+    reasons |= _autoscaling_reasons()  # a Playground's AutoscalingReady condition
     for cls in _render_error_classes():
         reasons.add(status.error_reason(cls.__new__(cls)))  # what a condition shows for it
     return reasons
+
+
+def _autoscaling_reasons() -> set[str]:
+    """The core's and every bundled autoscaler plugin's problem reasons (``REASON_*`` constants)."""
+    found = {REASON_UNKNOWN_AUTOSCALER}
+    for module in (hpa, keda, karpenter):
+        found |= {str(v) for k, v in vars(module).items() if k.startswith("REASON_")}
+    return found
 
 
 def _table_rows(text: str) -> set[str]:
@@ -65,6 +78,9 @@ def test_the_collection_finds_the_reasons_the_issue_names() -> None:
         "InvalidTemplate",
         "PreheatFailed",
         "SharedCacheNotConfigured",
+        "NoScaleTrigger",
+        "UnknownAutoscaler",
+        "NoEngineMetric",
     } <= reasons
     assert "UnknownTemplateVariable" not in reasons  # shown as InvalidTemplate
 

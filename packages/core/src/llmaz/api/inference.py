@@ -54,6 +54,9 @@ CONDITION_PROGRESSING = "Progressing"
 CONDITION_INTEGRATIONS_READY = "IntegrationsReady"
 """Whether the operator could apply the integration objects (gateway routes, pools, monitors) of a
 Playground/Service; absent when no integration applies to it."""
+CONDITION_AUTOSCALING_READY = "AutoscalingReady"
+"""``False`` when an autoscaler plugin rendered less than the Playground asks for (no scale
+trigger, an unknown ``llmaz.io/autoscaler``, a KEDA setting missing...); absent otherwise."""
 
 
 LIMIT_CHECKED_RESOURCES = ("cpu", "memory", "ephemeral-storage", "nvidia.com/gpu")

@@ -659,6 +659,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
                 flavor = settled.flavor  # its inference Service is ours and as rendered
             else:
                 flavor = result.flavor
+                rt.scaling[uid] = tuple((p.reason, p.message) for p in result.problems)
                 same_name = idx.service(ns, name)
                 if same_name is not None and controller_uid(same_name) != uid:
                     blocked = (
@@ -698,6 +699,7 @@ async def reconcile_playground(rt: Runtime, idx: Indexes, snap: Snapshot) -> Non
         workload=workload,
         failing=failing,
         flavor=choice.status if choice is not None else None,
+        scaling=rt.scaling.get(uid, ()) if blocked is None else (),
     )
     await _children_and_status(rt, snap, children, seen)
     _schedule_recheck(rt, snap, choice.decision.recheck_after if choice is not None else None)

@@ -566,6 +566,8 @@ class Runtime:
     """Owner uid -> a progress-only status change waiting to be written
     (:func:`llmaz.operator.engine.write_status`)."""
     failures: dict[str, int] = field(default_factory=dict)
+    scaling: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    """Playground uid -> the autoscaler problems of its last render (its ``AutoscalingReady``)."""
     child_problems: dict[str, dict[ObjectKey, tuple[str, str]]] = field(default_factory=dict)
     """Owner uid -> child -> ``(reason, message)`` of the last write of that child the API server
     refused, or of a name someone else's object holds; shown in the owner's status until a write of
@@ -664,6 +666,7 @@ class Runtime:
         self.statuses.pop(uid, None)
         self.failures.pop(uid, None)
         self.child_problems.pop(uid, None)
+        self.scaling.pop(uid, None)
         self.references.pop(uid, None)
         self.settled.pop(uid, None)
         for timers in (self.retries, self.rechecks):

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from llmaz.api.conventions import MANAGED_BY, MANAGER
 from llmaz.api.core import CONDITION_IN_USE
 from llmaz.api.inference import (
+    CONDITION_AUTOSCALING_READY,
     CONDITION_AVAILABLE,
     CONDITION_INTEGRATIONS_READY,
     CONDITION_MANAGED,
@@ -90,6 +91,8 @@ class Observation:
     :param failing: the workload reason needs action (a Warning Event; ``Progressing=False`` unless
         the reason is ``Unschedulable``, which flavor fallback may still resolve).
     :param flavor: ``status.flavor`` to record (``selected``, ``tried``, ``selectedAt``), if any.
+    :param scaling: ``(reason, message)`` of each problem an autoscaler plugin reported (a
+        Playground's ``AutoscalingReady=False``; none: no such condition).
     """
 
     generation: int
@@ -101,6 +104,7 @@ class Observation:
     workload: tuple[str, str] | None = None
     failing: bool = False
     flavor: Mapping[str, Any] | None = None
+    scaling: tuple[tuple[str, str], ...] = ()
 
 
 def format_time(now: datetime) -> str:
@@ -133,7 +137,7 @@ def _condition(  # noqa: PLR0917
     }
 
 
-_OWN_TYPES = frozenset({CONDITION_PROGRESSING, CONDITION_AVAILABLE})
+_OWN_TYPES = frozenset({CONDITION_PROGRESSING, CONDITION_AVAILABLE, CONDITION_AUTOSCALING_READY})
 
 
 def compute_status(
@@ -173,7 +177,14 @@ def compute_status(
         available = _condition(old, CONDITION_AVAILABLE, False, REASON_PENDING, message, gen, now)
     # conditions another reconcile owns (IntegrationsReady) are kept as they are
     kept = [dict(c) for t, c in old.items() if t not in _OWN_TYPES]
-    status: dict[str, Any] = {"conditions": [progressing, available, *kept], "replicas": seen.ready}
+    own = [progressing, available]
+    if seen.scaling:  # (no condition when all is well: no status write for it, issue 15)
+        reason = seen.scaling[0][0]
+        message = (
+            "; ".join(f"{r}: {m}" for r, m in seen.scaling) if len(seen.scaling) > 1 else seen.scaling[0][1]
+        )
+        own.append(_condition(old, CONDITION_AUTOSCALING_READY, False, reason, message, gen, now))
+    status: dict[str, Any] = {"conditions": [*own, *kept], "replicas": seen.ready}
     if seen.selector:
         status["selector"] = seen.selector
     if seen.flavor is not None:
