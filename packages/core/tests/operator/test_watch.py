@@ -481,3 +481,36 @@ def test_deleting_the_service_a_playground_conflicted_with_reconciles_that_playg
 
     asyncio.run(scenario())
     assert ("Playground", "ns", "chat") in queued
+
+
+@pytest.mark.parametrize("grace", [0.0, 3600.0])
+def test_a_kind_that_cannot_be_listed_holds_reconciles_back_only_for_a_while(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch, grace: float
+) -> None:
+    """A kind whose listing keeps failing with an error that may pass (here 500, as from a CRD's
+    broken conversion webhook) holds every reconcile back for LISTING_GRACE_SECONDS at most; after
+    that the operator reconciles without it and keeps trying to list it."""
+    monkeypatch.setattr(watch_module, "RETRY_DELAYS", (0.0,))
+    monkeypatch.setattr(watch_module, "LISTING_GRACE_SECONDS", grace)
+    watches, _ = recording(rt)
+    stream = watches.stream("LeaderWorkerSet", "ns")
+    others = [i for i, s in enumerate(watches._streams) if s is not stream]
+    for i in others:  # every other kind listed already
+        watches._done_listing(i)
+    asked: list[str] = []
+
+    async def answer(path: str, params: dict[str, str], read_timeout: float, accept: str = "") -> _Body:
+        asked.append("list")
+        if len(asked) > 3:
+            raise asyncio.CancelledError
+        return _Body(500, {"message": "conversion webhook for leaderworkerset.x-k8s.io failed"})
+
+    monkeypatch.setattr(watches, "_get", answer)
+
+    async def scenario() -> None:
+        with pytest.raises(asyncio.CancelledError):
+            await stream.run(watches._streams.index(stream))
+
+    asyncio.run(scenario())
+    assert len(asked) == 4  # still tried after the grace
+    assert watches.listed.is_set() is (grace == 0.0)

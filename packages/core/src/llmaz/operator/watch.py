@@ -57,6 +57,12 @@ REFUSED_RETRY_SECONDS = 60.0
 REFUSED = frozenset({403, 404})
 """Answers that say the kind cannot be watched at all (no permission, not served); any other error
 is retried after :data:`RETRY_DELAYS`."""
+LISTING_GRACE_SECONDS = 60.0
+"""How long reconciles wait for a kind whose first listing keeps failing with an error that may
+pass (5xx, 429: a CRD's broken conversion webhook, say). After that they go on without it, the
+listing still retried: one failing kind must not stop every Playground from being reconciled
+(and from saying in its status what is wrong), while an API server that is only restarting has
+that long to come back."""
 
 Handler = Callable[[str | None, Mapping[str, Any]], None]
 """Called with each event's type (``ADDED``, ``MODIFIED``, ``DELETED``; ``None`` for the first
@@ -295,6 +301,7 @@ class _Stream:
         self._index = index
         failures = 0
         self._version = None
+        started = asyncio.get_running_loop().time()
         while True:
             try:
                 if self._version is None:
@@ -310,6 +317,7 @@ class _Stream:
                 log.debug("watch of %s silent for %.0fs: resuming", self._where(), INACTIVITY_SECONDS)
             except _Refused as err:
                 if err.status not in REFUSED:
+                    self._past_grace(started, err)
                     await self._retry(failures, err)  # 401 (a token to refresh), 429, 5xx...
                     failures += 1
                     continue
@@ -319,8 +327,24 @@ class _Stream:
                 self._version = None
                 await asyncio.sleep(REFUSED_RETRY_SECONDS)
             except (aiohttp.ClientError, OSError, ValueError) as err:
+                self._past_grace(started, err)
                 await self._retry(failures, err)
                 failures += 1
+
+    def _past_grace(self, started: float, err: Exception) -> None:
+        """Let reconciles go on without this kind once its first listing has failed for
+        :data:`LISTING_GRACE_SECONDS` (once; the listing goes on being retried)."""
+        if self._listed_once or self._index not in self._owner._unlisted:
+            return
+        if asyncio.get_running_loop().time() - started < LISTING_GRACE_SECONDS:
+            return
+        log.warning(
+            "could not list %s for %.0fs (%s): reconciling without it until it can be listed",
+            self._where(),
+            LISTING_GRACE_SECONDS,
+            str(err) or type(err).__name__,
+        )
+        self._owner._done_listing(self._index)
 
     async def _retry(self, failures: int, err: Exception) -> None:
         delay = RETRY_DELAYS[min(failures, len(RETRY_DELAYS) - 1)]
