@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from render_helpers import EXAMPLES, example_files, load
@@ -63,3 +64,26 @@ def test_example_render_is_deterministic(path: Path, plugins: PluginManager) -> 
         render_manifests(load(path), plugins=plugins)
     )
     assert docs == load(path), "rendering never mutates its input"
+
+
+def test_no_two_example_files_define_one_object_differently() -> None:
+    """docs/examples/README.md promises that the examples can be applied side by side: an object
+    two files both define (a shared Gateway) must be the same in both, or one apply would
+    overwrite the other's."""
+    seen: dict[tuple[str, str, str, str], tuple[Path, dict[str, Any]]] = {}
+    clashes = []
+    for path in example_files():
+        for doc in load(path):
+            meta = doc.get("metadata") or {}
+            key = (
+                str(doc.get("apiVersion")),
+                str(doc.get("kind")),
+                str(meta.get("namespace", "")),
+                str(meta.get("name")),
+            )
+            first = seen.setdefault(key, (path, doc))
+            if first[1] != doc:
+                clashes.append(
+                    f"{'/'.join(key[1:])}: {first[0].relative_to(EXAMPLES)} and {path.relative_to(EXAMPLES)}"
+                )
+    assert not clashes, clashes
