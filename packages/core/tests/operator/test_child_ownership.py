@@ -251,7 +251,7 @@ def test_a_users_object_of_a_childs_name_is_left_alone() -> None:
     with pytest.raises(NameTaken) as taken:
         _write_lb(kube)
     assert [m for m, _, _ in kube.calls] == ["POST", "GET"]  # nothing written to it
-    assert taken.value.message == "Service ns/chat-lb exists and was not made by llmaz"
+    assert taken.value.message == "Service ns/chat-lb exists and was not made by llmaz for this object"
     controlled = copy.deepcopy(OUR_LB)
     other = {**OWNER_REF, "name": "other", "uid": "uid-other"}
     controlled["metadata"].update(resourceVersion="51", ownerReferences=[other])

@@ -219,7 +219,7 @@ def test_a_name_someone_else_holds_is_not_taken_over() -> None:
     owner = controller_ref(ours)
     labelled = {"app.kubernetes.io/managed-by": "llmaz"}
     by_hand: dict[str, Any] = {"metadata": {}}
-    assert held_by_another(by_hand, owner) == "was not made by llmaz"  # written by hand: no label
+    assert held_by_another(by_hand, owner) == "was not made by llmaz for this object"  # by hand: no label
     assert held_by_another({"metadata": {"labels": {"app.kubernetes.io/managed-by": "helm"}}}, owner)
     another = {**mine, "name": "other", "uid": "uid-x", "controller": True}
     other = {"metadata": {"labels": labelled, "ownerReferences": [another]}}
@@ -231,6 +231,8 @@ def test_a_name_someone_else_holds_is_not_taken_over() -> None:
         is None
     )
     assert held_by_another({"metadata": {"labels": labelled}}, owner) is None  # ours, orphaned
+    # ours, with our label removed by hand: the apply puts it back
+    assert held_by_another({"metadata": {"ownerReferences": [{**mine, "controller": True}]}}, owner) is None
     # a child of an earlier Service of this name, deleted before the garbage collector got to it
     earlier = {
         "metadata": {"labels": labelled, "ownerReferences": [{**mine, "uid": "uid-old", "controller": True}]}

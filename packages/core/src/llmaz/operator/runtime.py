@@ -187,15 +187,18 @@ def controller_ref(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
 def held_by_another(current: Mapping[str, Any], owner: Mapping[str, Any] | None) -> str | None:
     """Why the live object ``current``, of a name llmaz wants for a child of ``owner`` (that
     child's owner reference; ``None``: the child has no controller), is someone else's, or
-    ``None`` when llmaz may take it over. Someone else's: not labelled as made by llmaz (written
-    by hand or by another tool), or controlled by another object. Not someone else's: our own
-    child left without a controller, or a child of an earlier object of the owner's kind and name
-    (deleted and made again before the garbage collector removed its children)."""
+    ``None`` when llmaz may take it over. Ours: controlled by ``owner`` (even with our label
+    removed by hand: the apply puts it back), our own child left without a controller, or a child
+    of an earlier object of the owner's kind and name (deleted and made again before the garbage
+    collector removed its children). Someone else's: not labelled as made by llmaz (written by
+    hand or by another tool), or controlled by another object."""
+    controller = controller_ref(current)
+    if controller is not None and owner is not None and controller.get("uid") == owner.get("uid"):
+        return None
     meta = current.get("metadata") or {}
     if (meta.get("labels") or {}).get(MANAGED_BY) != MANAGER:
-        return "was not made by llmaz"
-    controller = controller_ref(current)
-    if controller is None or owner is None or controller.get("uid") == owner.get("uid"):
+        return "was not made by llmaz for this object"
+    if controller is None or owner is None:
         return None
     earlier = all(controller.get(k) == owner.get(k) for k in ("apiVersion", "kind", "name"))
     return None if earlier else f"is controlled by {controller.get('kind')} {controller.get('name')}"
