@@ -7,9 +7,11 @@ init container, so the env contract, the exit status and the termination message
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from pathlib import Path
 
+import pytest
 from conftest import REPO, hub_env, termination_message
 from standins import HubStandIn, Repo, generate_model, tree
 
@@ -88,6 +90,32 @@ def test_401_names_the_secret_to_set(hub: HubStandIn, models: Path) -> None:
     env["HF_TOKEN"] = HubStandIn.token  # the secret is set: the same pod spec now succeeds
     assert main(env) == 0
     assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos["meta-llama/Llama-3-8B"].files
+
+
+def test_token_from_a_file_with_a_trailing_newline_works(hub: HubStandIn, models: Path) -> None:
+    """``kubectl create secret generic modelhub-secret --from-file=HF_TOKEN=token.txt`` keeps the
+    file's final newline; the loader strips it instead of sending it in the Authorization header."""
+    hub.repos["org/private"] = Repo(files=generate_model(3, shards=1), private=True)
+    env = hub_env(hub, models, repo="org/private", HF_TOKEN=HubStandIn.token + "\n")
+    assert main(env) == 0
+    assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos["org/private"].files
+
+
+def test_no_message_ever_contains_the_token(
+    hub: HubStandIn, models: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A token no stripping can repair (a newline inside it) makes the HTTP client reject the header
+    and quote it; neither the logs nor the termination message (the Playground's ModelLoadFailed
+    condition, readable by anyone who can read Playgrounds) may show any part of it."""
+    token = "hf_firstHalfOfIt\nhf_secondHalfOfIt"
+    caplog.set_level(logging.INFO)
+    assert main(hub_env(hub, models, HF_TOKEN=token, LOADER_RETRIES="1")) == 1
+    message = termination_message(models)
+    for piece in ("hf_firstHalfOfIt", "hf_secondHalfOfIt"):
+        assert piece not in message
+        assert piece not in caplog.text
+    assert "<redacted>" in message
+    assert message.startswith(f"listing Hugging Face {REPO}@main: ")
 
 
 def test_rejected_token(hub: HubStandIn, models: Path) -> None:

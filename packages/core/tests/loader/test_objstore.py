@@ -171,6 +171,17 @@ def test_connection_cut_mid_file_resumes(s3: tuple[MotoServer, dict[str, bytes]]
         proxy.close()
 
 
+def test_keys_from_files_with_a_trailing_newline_work(
+    s3: tuple[MotoServer, dict[str, bytes]], models: Path
+) -> None:
+    """Keys in a Secret made with ``--from-file`` end in a newline; obstore panicked on the header
+    (exit 1 without a termination message) until the loader stripped them."""
+    server, files = s3
+    env = _env(server.url, models, AWS_ACCESS_KEY_ID="test\n", AWS_SECRET_ACCESS_KEY="test\n")
+    assert main(env) == 0
+    assert tree(env["MODEL_LOCAL_PATH"]) == files
+
+
 def test_404_path(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
     server, _ = s3
     assert main(_env(server.url, models, path="absent/model")) == 1

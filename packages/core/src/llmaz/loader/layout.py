@@ -78,6 +78,28 @@ ENV_AWS_KEY_ID: Final = "AWS_ACCESS_KEY_ID"
 ENV_AWS_SECRET_KEY: Final = "AWS_SECRET_ACCESS_KEY"
 ENV_OSS_KEY_ID: Final = "OSS_ACCESS_KEY_ID"
 ENV_OSS_SECRET_KEY: Final = "OSS_ACCESS_KEY_SECRET"
+ENV_AWS_SESSION_TOKEN: Final = "AWS_SESSION_TOKEN"
+CREDENTIAL_ENV: Final = (
+    ENV_HF_TOKEN,
+    ENV_HF_TOKEN_LEGACY,
+    ENV_AWS_KEY_ID,
+    ENV_AWS_SECRET_KEY,
+    ENV_AWS_SESSION_TOKEN,
+    ENV_OSS_KEY_ID,
+    ENV_OSS_SECRET_KEY,
+)
+"""Every variable holding a credential: the loader strips their values when it reads them (a Secret
+made with ``--from-file`` often ends in a newline) and never writes them into a message."""
+
+
+def credential(env: Mapping[str, str], *names: str) -> str | None:
+    """The first of ``names`` set to something other than whitespace, stripped; else ``None``."""
+    for name in names:
+        value = (env.get(name) or "").strip()
+        if value:
+            return value
+    return None
+
 
 # --- the environment of the init container --------------------------------------------------------
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from llmaz.loader import layout
 from llmaz.loader.engine import LoadError, Options, Result, load
+from llmaz.loader.redact import Redactor
 
 log = logging.getLogger("llmaz.loader")
 
@@ -85,7 +86,7 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
         if hub == layout.HUB_HUGGINGFACE:
             from llmaz.loader.huggingface import HuggingFaceSource
 
-            token = env.get(layout.ENV_HF_TOKEN) or env.get(layout.ENV_HF_TOKEN_LEGACY) or None
+            token = layout.credential(env, layout.ENV_HF_TOKEN, layout.ENV_HF_TOKEN_LEGACY)
             source = HuggingFaceSource(
                 model_id,
                 revision=revision or "main",
@@ -154,20 +155,23 @@ def main(env: Mapping[str, str] | None = None) -> int:
             level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", stream=sys.stdout
         )
     termination_log = env.get(layout.ENV_TERMINATION_LOG) or layout.DEFAULT_TERMINATION_LOG
-    try:
-        run_from_env(env)
-    except LoadError as err:
-        message = one_line(str(err))
-    except KeyboardInterrupt:
-        message = "interrupted"
-    except Exception as err:  # a bug, not a user error: keep the type so the report is useful
-        log.exception("model loader crashed")
-        message = one_line(f"model loader crashed: {type(err).__name__}: {err}")
-    else:
-        return 0
-    log.error("%s", message)
-    write_termination_message(termination_log, message)
-    return 1
+    redact = Redactor.from_env(env)  # no credential value reaches a log line or the Playground
+    with redact.installed():
+        try:
+            run_from_env(env)
+        except LoadError as err:
+            message = str(err)
+        except KeyboardInterrupt:
+            message = "interrupted"
+        except Exception as err:  # a bug, not a user error: keep the type so the report is useful
+            log.exception("model loader crashed")
+            message = f"model loader crashed: {type(err).__name__}: {err}"
+        else:
+            return 0
+        message = one_line(redact(message))  # masked before whitespace is folded: multi-line values
+        log.error("%s", message)
+        write_termination_message(termination_log, message)
+        return 1
 
 
 if __name__ == "__main__":

@@ -95,8 +95,8 @@ class ObjectStoreSource:
             options.update(
                 virtual_hosted_style_request=True,
                 region=region,
-                access_key_id=env.get(layout.ENV_OSS_KEY_ID) or None,
-                secret_access_key=env.get(layout.ENV_OSS_SECRET_KEY) or None,
+                access_key_id=layout.credential(env, layout.ENV_OSS_KEY_ID),
+                secret_access_key=layout.credential(env, layout.ENV_OSS_SECRET_KEY),
             )
         else:
             endpoint = self.endpoint or env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL")
@@ -106,11 +106,11 @@ class ObjectStoreSource:
                 region=env.get("AWS_REGION")
                 or env.get("AWS_DEFAULT_REGION")
                 or ("auto" if self.provider == "GCS" else "us-east-1"),
-                access_key_id=env.get(layout.ENV_AWS_KEY_ID) or None,
-                secret_access_key=env.get(layout.ENV_AWS_SECRET_KEY) or None,
+                access_key_id=layout.credential(env, layout.ENV_AWS_KEY_ID),
+                secret_access_key=layout.credential(env, layout.ENV_AWS_SECRET_KEY),
             )
-            if env.get("AWS_SESSION_TOKEN"):
-                options["token"] = env["AWS_SESSION_TOKEN"]
+            if session_token := layout.credential(env, layout.ENV_AWS_SESSION_TOKEN):
+                options["token"] = session_token
         if endpoint:
             options["endpoint"] = endpoint
         if not options.get("access_key_id"):
