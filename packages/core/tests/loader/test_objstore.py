@@ -182,6 +182,18 @@ def test_keys_from_files_with_a_trailing_newline_work(
     assert tree(env["MODEL_LOCAL_PATH"]) == files
 
 
+def test_a_panic_in_obstore_still_writes_the_termination_message(models: Path) -> None:
+    """A newline inside a key (no strip can repair it) makes obstore panic while signing, before any
+    connection; pyo3's PanicException derives from BaseException, not Exception. The pod must still
+    exit 1 with a one-line cause instead of a bare traceback and an empty ModelLoadFailed."""
+    env = _env("http://127.0.0.1:9", models, path="m/x.gguf", AWS_ACCESS_KEY_ID="AKIA\nINSIDE")
+    assert main(env) == 1
+    message = _message(models)
+    assert message.startswith("model loader crashed: PanicException: ")
+    assert "InvalidHeaderValue" in message
+    assert "INSIDE" not in message
+
+
 def test_404_path(s3: tuple[MotoServer, dict[str, bytes]], models: Path) -> None:
     server, _ = s3
     assert main(_env(server.url, models, path="absent/model")) == 1

@@ -161,9 +161,13 @@ def main(env: Mapping[str, str] | None = None) -> int:
             run_from_env(env)
         except LoadError as err:
             message = str(err)
+        except (SystemExit, GeneratorExit):
+            raise
         except KeyboardInterrupt:
             message = "interrupted"
-        except Exception as err:  # a bug, not a user error: keep the type so the report is useful
+        # A bug, not a user error: keep the type so the report is useful. BaseException, because a
+        # panic in a Rust extension (obstore's pyo3 PanicException) does not derive from Exception.
+        except BaseException as err:
             log.exception("model loader crashed")
             message = f"model loader crashed: {type(err).__name__}: {err}"
         else:
