@@ -53,6 +53,9 @@ class Repo:
     private: bool = False
     gated: bool = False
     lfs_min_size: int = 1024
+    gated_files: bool = False
+    """Like a gated repository on the real Hub: the listing is public, every file download without
+    a token answers 403 GatedRepo."""
     """Files at least this large are served as LFS files (with a sha256), others as git blobs."""
 
 
@@ -89,6 +92,10 @@ class HubStandIn:
         """File bodies are held back until this is set (set by default)."""
         self.gate.set()
         self.gets: dict[str, int] = {}
+        self.resolve_requests: dict[str, int] = {}
+        """Every ``resolve`` request per file path, answered with an error or not."""
+        self.vanished: set[str] = set()
+        """Listed but answered 404 EntryNotFound on download (deleted after the listing)."""
         self.ranges: list[tuple[str, int]] = []
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -192,11 +199,16 @@ class HubStandIn:
                 self.wfile.write(body)
 
             def _resolve(self, repo_id: str, revision: str, path: str) -> None:
+                with hub.lock:
+                    hub.resolve_requests[path] = hub.resolve_requests.get(path, 0) + 1
                 found = self._repo(repo_id, revision)
                 if found is None:
                     return
                 repo, commit = found
-                data = repo.files.get(path)
+                if repo.gated_files and not self.headers.get("Authorization"):
+                    self._error(403, "GatedRepo", f"Access to model {repo_id} is restricted.")
+                    return
+                data = None if path in hub.vanished else repo.files.get(path)
                 if data is None:
                     self._error(404, "EntryNotFound", f"{path} does not exist on {revision}")
                     return

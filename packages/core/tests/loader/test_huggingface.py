@@ -131,6 +131,27 @@ def test_gated_repository(hub: HubStandIn, models: Path) -> None:
     assert termination_message(models).startswith("403 from Hugging Face for org/gated: gated repository")
 
 
+def test_gated_files_fail_at_once_with_the_gated_explanation(hub: HubStandIn, models: Path) -> None:
+    """On the real Hub a gated repository's listing is public and the 403 comes with the files."""
+    hub.repos["org/gated"] = Repo(files=generate_model(2), gated_files=True)
+    assert main(hub_env(hub, models, repo="org/gated", LOADER_PARALLEL_FILES="1")) == 1
+    assert termination_message(models) == (
+        "403 from Hugging Face for org/gated: gated repository; accept its terms with the account "
+        "whose token is in secret modelhub-secret"
+    )
+    assert set(hub.resolve_requests.values()) == {1}  # not retried as if the network had failed
+
+
+def test_file_gone_after_the_listing_is_a_404_not_retried(hub: HubStandIn, models: Path) -> None:
+    shard = "model-00001-of-00002.safetensors"
+    hub.vanished.add(shard)
+    assert main(hub_env(hub, models, LOADER_PARALLEL_FILES="1")) == 1
+    assert termination_message(models) == (
+        f"404 from Hugging Face for {REPO}/{shard}: file not found at revision 'main'"
+    )
+    assert hub.resolve_requests[shard] == 1
+
+
 def test_404_repository(hub: HubStandIn, models: Path) -> None:
     env = hub_env(hub, models, repo="org/missing", HF_TOKEN=HubStandIn.token)
     assert main(env) == 1

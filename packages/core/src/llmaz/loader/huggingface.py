@@ -142,10 +142,11 @@ class HuggingFaceSource:
                             continue
                         data, skip = data[skip:], 0  # noqa: PLW2901
                     yield data
-        except (OSError, HTTPException) as err:
-            raise TransientError(f"{type(err).__name__}: {err or 'connection lost'}") from err
+        # HfHubHTTPError derives from OSError: a 401/403/404 is classified before a network failure.
         except HfHubHTTPError as err:
             raise self.explain(err, file.path) from err
+        except (OSError, HTTPException) as err:
+            raise TransientError(f"{type(err).__name__}: {err or 'connection lost'}") from err
 
     def explain(self, err: Exception, path: str | None = None) -> Exception:
         """A one-line cause for a failure, naming the secret to set where that is the fix."""
