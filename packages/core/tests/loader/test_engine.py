@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import subprocess
@@ -264,3 +265,59 @@ def test_remote_names_cannot_escape_the_model_folder(models: Path) -> None:
     ):
         load(_ListingOnly(), str(models / "models--evil"), Options())
     assert not (models.parent / "etc").exists()
+
+
+def _refuse_writes(monkeypatch: pytest.MonkeyPatch, under: Path, code: int) -> None:
+    """STAND-IN for a model volume the loader's uid cannot write (a folder left by a preheat Job
+    running as another uid, a PVC without fsGroup) or a read-only one: the tests run as root here,
+    where chmod refuses nothing, and no filesystem can be mounted. Creating a folder or opening a
+    file for writing under ``under`` fails with ``code``, as the kernel would."""
+    from llmaz.loader import engine
+
+    real_open, real_mkdir = open, os.mkdir
+
+    def refused(path: object) -> bool:
+        return Path(str(path)).is_relative_to(under)
+
+    def fake_open(file: object, mode: str = "r", *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        if refused(file) and any(c in mode for c in "wax+"):
+            raise OSError(code, os.strerror(code), str(file))
+        return real_open(file, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    def fake_mkdir(path: object, *args: object, **kwargs: object) -> None:
+        if refused(path) and not os.path.isdir(str(path)):
+            raise OSError(code, os.strerror(code), str(path))
+        real_mkdir(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(engine, "open", fake_open, raising=False)
+    monkeypatch.setattr(os, "mkdir", fake_mkdir)
+
+
+def test_partial_folder_not_writable_names_the_path_and_the_uid(
+    hub: HubStandIn, models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = hub_env(hub, models)
+    partial = Path(layout.partial_dir(env["MODEL_LOCAL_PATH"]))
+    partial.mkdir(parents=True)
+    _refuse_writes(monkeypatch, partial, errno.EACCES)
+    assert main(env) == 1
+    message = termination_message(models)
+    assert message.startswith(f"cannot write {partial}/"), message
+    assert message.endswith(
+        f": permission denied for uid {os.getuid()} (gid {os.getgid()}); make the model volume "
+        "writable by it (the pod's fsGroup, or the owner of a shared cache)"
+    )
+
+
+def test_read_only_volume_when_writing_the_marker(
+    hub: HubStandIn, models: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = hub_env(hub, models)
+    marker = Path(layout.marker_path(env["MODEL_LOCAL_PATH"]))
+    marker.parent.mkdir(parents=True)
+    _refuse_writes(monkeypatch, marker.parent / f".{marker.name}.{os.getpid()}.tmp", errno.EROFS)
+    assert main(env) == 1
+    assert termination_message(models) == (
+        f"cannot write {marker.parent}/.{marker.name}.{os.getpid()}.tmp: the model volume is read-only; "
+        "mount it read-write"
+    )

@@ -382,12 +382,33 @@ class _Hasher:
 
 
 def _disk_error(err: OSError, where: str) -> LoadError | None:
+    """The one-line cause for a write the model volume refused (full, not writable, read-only)."""
     if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return LoadError(
             f"disk full while writing {where} ({os.strerror(err.errno or 0)}); "
             "give the model volume more space"
         )
+    path = err.filename or where
+    if err.errno in (errno.EACCES, errno.EPERM):
+        return LoadError(
+            f"cannot write {path}: permission denied for uid {os.getuid()} (gid {os.getgid()}); "
+            "make the model volume writable by it (the pod's fsGroup, or the owner of a shared cache)"
+        )
+    if err.errno == errno.EROFS:
+        return LoadError(f"cannot write {path}: the model volume is read-only; mount it read-write")
     return None
+
+
+@contextlib.contextmanager
+def _volume_errors(where: str) -> Iterator[None]:
+    """Turn a refused write anywhere under the model volume into its one-line cause."""
+    try:
+        yield
+    except OSError as err:
+        mapped = _disk_error(err, where)
+        if mapped is None:
+            raise
+        raise mapped from err
 
 
 class _Downloader:
@@ -538,9 +559,9 @@ def load(source: Source, local_path: str, options: Options | None = None) -> Res
     try:
         state.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise LoadError(f"cannot create {state}: {err.strerror}") from err
+        raise _disk_error(err, str(state)) or LoadError(f"cannot create {state}: {err.strerror}") from err
     key = source.key()
-    with model_lock(local_path, options.lock_timeout_seconds):
+    with _volume_errors(local_path), model_lock(local_path, options.lock_timeout_seconds):
         previous = read_marker(local_path)
         if _is_complete(previous, key, local_path):
             assert previous is not None
@@ -632,8 +653,9 @@ def load_delegated(
 ) -> Result:
     """Lock and completion marker around a download a client library performs itself."""
     started = time.monotonic()
-    Path(layout.state_dir(local_path)).mkdir(parents=True, exist_ok=True)
-    with model_lock(local_path, options.lock_timeout_seconds):
+    with _volume_errors(local_path):
+        Path(layout.state_dir(local_path)).mkdir(parents=True, exist_ok=True)
+    with _volume_errors(local_path), model_lock(local_path, options.lock_timeout_seconds):
         previous = read_marker(local_path)
         if _is_complete(previous, key, local_path):
             log.info("%s is already complete in %s; nothing to do", describe, local_path)
