@@ -11,8 +11,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -22,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
 
 _INFO = re.compile(r"^/api/models/([^/]+/[^/]+)/revision/([^/?]+)")
 _RESOLVE = re.compile(r"^/([^/]+/[^/]+)/resolve/([^/]+)/([^?]+)")
@@ -267,6 +270,74 @@ class HubStandIn:
                 self._resolve(f"{org}/{name}", revision, path)
 
         return Handler
+
+
+class AuthProxyStandIn:
+    """STAND-IN for a corporate forward proxy that wants ``Proxy-Authorization: Basic``: plain-HTTP
+    requests in absolute form are forwarded to ``target_port`` on loopback whatever their host;
+    ``CONNECT`` is only recorded and answered (the tests have no TLS server behind it)."""
+
+    def __init__(self, target_port: int, user: str, password: str) -> None:
+        self.expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        self.seen: list[tuple[str, str, str | None]] = []
+        """(method, target, Proxy-Authorization) of every request."""
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+            def _authorized(self) -> bool:
+                auth = self.headers.get("Proxy-Authorization")
+                proxy.seen.append((self.command, self.path, auth))
+                if auth == proxy.expected:
+                    return True
+                self.send_response(407)
+                self.send_header("Proxy-Authenticate", 'Basic realm="stand-in"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return False
+
+            def do_CONNECT(self) -> None:
+                if self._authorized():
+                    self.send_response(502)  # authenticated; nothing to tunnel to
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
+
+            def do_GET(self) -> None:
+                if not self._authorized():
+                    return
+                split = urlsplit(self.path)
+                target = split.path + (f"?{split.query}" if split.query else "")
+                upstream = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
+                headers = {
+                    k: v for k, v in self.headers.items() if k.lower() not in ("proxy-authorization", "host")
+                }
+                upstream.request("GET", target, headers=headers)
+                resp = upstream.getresponse()
+                body = resp.read()
+                self.send_response(resp.status)
+                for k, v in resp.getheaders():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                upstream.close()
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
 
 
 class CuttingProxy:

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, hub_env, termination_message
-from standins import HubStandIn, Repo, generate_model, tree
+from huggingface_hub import close_session
+from standins import AuthProxyStandIn, HubStandIn, Repo, generate_model, tree
 
-from llmaz.loader import layout
+from llmaz.loader import layout, transfer
 from llmaz.loader.main import main
 
 
@@ -226,3 +227,47 @@ def test_lfs_files_follow_the_cdn_redirect_without_the_token(hub: HubStandIn, mo
     assert len(hub.cdn_authorization) == len(lfs) + 1  # every LFS file, the cut one twice
     assert set(hub.cdn_authorization) == {None}
     assert (shard, 500_000) in hub.ranges
+
+
+def test_proxy_with_credentials_authenticates_the_file_downloads(
+    hub: HubStandIn, models: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``HTTP_PROXY=http://user:password@proxy:3128``, the usual corporate form: the file list went
+    through (huggingface_hub authenticates) but every file body got 407 until the loader's own
+    transfer sent Proxy-Authorization too."""
+    proxy = AuthProxyStandIn(int(hub.url.rsplit(":", 1)[1]), "svc-llmaz", "p@ss:w0rd/x")
+    try:
+        url = f"http://svc-llmaz:p%40ss%3Aw0rd%2Fx@127.0.0.1:{proxy.port}"
+        for name in ("HTTP_PROXY", "http_proxy"):
+            monkeypatch.setenv(name, url)
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        # a host only the proxy can reach
+        env = hub_env(hub, models, HF_ENDPOINT="http://hub.stand-in.invalid", HTTP_PROXY=url)
+        caplog.set_level(logging.INFO)
+        close_session()  # huggingface_hub reads the proxy variables when it creates its client
+        assert main(env) == 0
+        assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos[REPO].files
+        resolves = [auth for _, target, auth in proxy.seen if "/resolve/" in target]
+        assert len(resolves) == len(hub.repos[REPO].files)
+        assert set(resolves) == {proxy.expected}
+        assert "p@ss:w0rd/x" not in caplog.text
+    finally:
+        proxy.close()
+        close_session()
+
+
+def test_https_through_a_proxy_with_credentials_authenticates_the_connect(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    proxy = AuthProxyStandIn(1, "svc-llmaz", "s3cret-pass")
+    try:
+        monkeypatch.setenv("HTTPS_PROXY", f"http://svc-llmaz:s3cret-pass@127.0.0.1:{proxy.port}")
+        monkeypatch.setenv("https_proxy", f"http://svc-llmaz:s3cret-pass@127.0.0.1:{proxy.port}")
+        for name in ("NO_PROXY", "no_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        with pytest.raises(OSError, match="502"), transfer.get("https://hub.stand-in.invalid/f", {}, 5):
+            pass  # the stand-in has no TLS server behind it: 502 once the CONNECT is authenticated
+        assert proxy.seen == [("CONNECT", "hub.stand-in.invalid:443", proxy.expected)]
+    finally:
+        proxy.close()

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from base64 import b64encode
 from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
 
 from llmaz.loader import layout
 
 MASK = "<redacted>"
+MIN_SECRET = 4
+"""Shorter values are not masked: no credential is that short, and masking one would garble text."""
 MIN_FRAGMENT = 8
 """A credential spread over several lines is also masked piece by piece, pieces this long or longer
 (shorter ones would mask ordinary words)."""
@@ -29,7 +32,7 @@ def _forms(value: str) -> set[str]:
     of bytes, and, for a value with whitespace inside, each long enough piece."""
     forms = {value, value.strip(), repr(value)[1:-1], repr(value.encode())[2:-1]}
     forms.update(piece for piece in value.split() if len(piece) >= MIN_FRAGMENT)
-    return {f for f in forms if f.strip()}
+    return {f for f in forms if len(f.strip()) >= MIN_SECRET}
 
 
 class Redactor(logging.Filter):
@@ -46,11 +49,16 @@ class Redactor(logging.Filter):
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Redactor:
         secrets = [env.get(name, "") for name in layout.CREDENTIAL_ENV]
-        for name in PROXY_ENV:  # http://user:password@proxy:3128
+        for name in PROXY_ENV:  # http://user:password@proxy:3128, and the Basic header made of it
             with contextlib.suppress(ValueError):
-                password = urlsplit(env.get(name, "")).password
-                if password:
-                    secrets += [password, unquote(password)]
+                parts = urlsplit(env.get(name, ""))
+                if parts.password:
+                    user_pass = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+                    secrets += [
+                        parts.password,
+                        unquote(parts.password),
+                        b64encode(user_pass.encode()).decode(),
+                    ]
         return cls(secrets)
 
     def __call__(self, text: str) -> str:

@@ -7,18 +7,21 @@ docs/development/benchmarks.md). Metadata, URLs, auth headers and error classifi
 from ``huggingface_hub``; only the body transfer is done here.
 
 Follows redirects (dropping ``Authorization`` when the host changes, as the Hub's CDN expects),
-honours ``HTTP(S)_PROXY``/``NO_PROXY`` and verifies TLS with the system's CA store.
+honours ``HTTP(S)_PROXY``/``NO_PROXY`` (with Basic credentials when the proxy URL has
+``user:password@``: on the ``CONNECT`` for HTTPS, on each request for HTTP) and verifies TLS
+with the system's CA store.
 """
 
 from __future__ import annotations
 
+import base64
 import http.client
 import ssl
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import SplitResult, unquote, urljoin, urlsplit
 
 CHUNK = 1 << 20
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -41,7 +44,16 @@ class Response:
                 yield bytes(err.partial)
 
 
-def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
+def _proxy_authorization(proxy: SplitResult) -> dict[str, str]:
+    """Basic credentials for a proxy given as ``http://user:password@host:port`` (percent-decoded)."""
+    if proxy.username is None:
+        return {}
+    user_pass = f"{unquote(proxy.username)}:{unquote(proxy.password or '')}"
+    return {"Proxy-Authorization": "Basic " + base64.b64encode(user_pass.encode()).decode("ascii")}
+
+
+def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str, dict[str, str]]:
+    """The connection for ``url``, the request target, and headers the request must add."""
     parts = urlsplit(url)
     host = parts.hostname or ""
     port = parts.port
@@ -50,21 +62,24 @@ def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, s
         target += "?" + parts.query
     proxy = None if urllib.request.proxy_bypass(host) else urllib.request.getproxies().get(parts.scheme)
     conn: http.client.HTTPConnection
+    extra: dict[str, str] = {}
     if proxy:
         p = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
+        auth = _proxy_authorization(p)
         if parts.scheme == "https":
             conn = http.client.HTTPSConnection(
                 p.hostname or "", p.port or 80, timeout=timeout, context=ssl.create_default_context()
             )
-            conn.set_tunnel(host, port or 443)
+            conn.set_tunnel(host, port or 443, headers=auth)  # on the CONNECT, never to the server
         else:
             conn = http.client.HTTPConnection(p.hostname or "", p.port or 80, timeout=timeout)
             target = url  # absolute form through a plain HTTP proxy
+            extra = auth
     elif parts.scheme == "https":
         conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
     else:
         conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    return conn, target
+    return conn, target, extra
 
 
 @contextmanager
@@ -77,9 +92,9 @@ def get(url: str, headers: dict[str, str], timeout: float, max_redirects: int = 
     headers = dict(headers)
     origin = urlsplit(url).netloc
     for _ in range(max_redirects + 1):
-        conn, target = _connection(url, timeout)
+        conn, target, extra = _connection(url, timeout)
         try:
-            conn.request("GET", target, headers=headers)
+            conn.request("GET", target, headers={**headers, **extra})
             raw = conn.getresponse()
             if raw.status in _REDIRECTS and raw.getheader("Location"):
                 raw.read()
