@@ -8,6 +8,7 @@ process, which is also how a real object store is reached: over HTTP on a port.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -24,6 +25,7 @@ from standins import CuttingProxy, generate_model, tree
 
 from llmaz.api import OpenModel
 from llmaz.loader import layout
+from llmaz.loader.engine import LoadError, Options, RemoteFile, TransientError, load
 from llmaz.loader.main import main
 from llmaz.loader.objstore import ObjectStoreSource
 from llmaz.render.sources import resolve_source
@@ -300,3 +302,57 @@ def test_oss_missing_path_names_the_oss_uri(
     assert (
         message == f"404 from OSS for oss://{BUCKET}.{OSS_ENDPOINT}/absent/model: no objects under this path"
     )
+
+
+class _MemoryObjectStore(ObjectStoreSource):
+    """STAND-IN for S3: the source's own code over obstore's in-memory store, whose ETags change
+    with each put like S3's; ``cut_after`` ends the next read of a file after that many bytes (the
+    pod is killed mid-file)."""
+
+    def __init__(self, memory: object, cut_after: int | None = None) -> None:
+        super().__init__(provider="S3", bucket="models", path="qwen")
+        self._store = memory
+        self.cut_after = cut_after
+
+    def read(self, file: RemoteFile, offset: int) -> Iterator[bytes]:
+        sent = 0
+        for chunk in super().read(file, offset):
+            if self.cut_after is not None and sent + len(chunk) > self.cut_after:
+                yield chunk[: self.cut_after - sent]
+                raise TransientError("connection lost")
+            sent += len(chunk)
+            yield chunk
+
+
+def test_a_partial_file_of_a_replaced_object_is_not_spliced(models: Path) -> None:
+    """A pod killed mid-file; the object is uploaded again (same size, new bytes) before the
+    restart. The restarted loader must not resume the old prefix with the new object's rest."""
+    from obstore.store import MemoryStore
+
+    old = hashlib.sha256(b"old").digest() * 60_000  # 1.92 MB
+    new = hashlib.sha256(b"new").digest() * 60_000
+    memory = MemoryStore()
+    obstore.put(memory, "qwen/model.safetensors", old)
+    local = str(models / "models--qwen")
+    with pytest.raises(LoadError, match="gave up after 0 retries"):
+        load(_MemoryObjectStore(memory, cut_after=700_000), local, Options(retries=0))
+    assert (Path(layout.partial_dir(local)) / "model.safetensors").stat().st_size == 700_000
+
+    obstore.put(memory, "qwen/model.safetensors", new)  # replaced before the pod restarts
+    result = load(_MemoryObjectStore(memory), local, Options(retries=0))
+    assert Path(local, "model.safetensors").read_bytes() == new
+    assert result.bytes_downloaded == len(new)  # the stale prefix was dropped, all of it fetched
+
+
+def test_a_partial_file_of_the_same_object_is_resumed(models: Path) -> None:
+    from obstore.store import MemoryStore
+
+    data = hashlib.sha256(b"same").digest() * 60_000
+    memory = MemoryStore()
+    obstore.put(memory, "qwen/model.safetensors", data)
+    local = str(models / "models--qwen")
+    with pytest.raises(LoadError):
+        load(_MemoryObjectStore(memory, cut_after=700_000), local, Options(retries=0))
+    result = load(_MemoryObjectStore(memory), local, Options(retries=0))
+    assert Path(local, "model.safetensors").read_bytes() == data
+    assert result.bytes_downloaded == len(data) - 700_000

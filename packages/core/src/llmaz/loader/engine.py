@@ -418,6 +418,7 @@ class _Downloader:
         self.options = options
         self.progress = progress
         self.partial_root = Path(layout.partial_dir(local_path))
+        self.identity_root = self.partial_root.with_name(self.partial_root.name + ".identity")
         self.cancelled = threading.Event()
 
     def destination(self, file: RemoteFile) -> Path:
@@ -427,6 +428,11 @@ class _Downloader:
 
     def partial(self, file: RemoteFile) -> Path:
         return self.partial_root.joinpath(*_safe_relative(file.path).parts)
+
+    def partial_identity(self, file: RemoteFile) -> Path:
+        """Beside the partial file, in a tree of its own (no remote name can collide with it): the
+        version its bytes came from, so a restart never splices two versions of one object."""
+        return self.identity_root.joinpath(*_safe_relative(file.path).parts)
 
     def fetch(self, file: RemoteFile) -> None:
         attempt = 0
@@ -467,6 +473,20 @@ class _Downloader:
             part.unlink()
             self.progress.rewind(offset)
             offset = 0
+        identity = _identity(file)
+        marker = self.partial_identity(file)
+        recorded = _read_text(marker)
+        # A partial file without a record (left by an older loader) is resumed only when its
+        # checksum will be verified: a spliced file then fails the check and is fetched again.
+        checked = self.options.verify_checksums and file.digest() is not None
+        if offset and (recorded != identity if recorded is not None else not checked):
+            log.warning("%s: partial file is from another version of it; starting over", file.path)
+            part.unlink()
+            self.progress.rewind(offset)
+            offset = 0
+        if not offset:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(identity, encoding="utf-8")
         with _Hasher(file, self.options.verify_checksums) as hasher:
             self._transfer(file, part, offset, hasher)
 
@@ -506,6 +526,19 @@ class _Downloader:
             if disk is not None:
                 raise disk from err
             raise
+
+
+def _identity(file: RemoteFile) -> str:
+    """What one version of a remote file is known by: its ETag/version, else its published digest,
+    else its size (all a source gives)."""
+    return file.version or file.digest() or f"size:{file.size}"
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, ValueError):
+        return None
 
 
 def _existing_ok(dest: Path, file: RemoteFile, previous: dict[str, Any] | None) -> bool:
@@ -618,6 +651,7 @@ def load(source: Source, local_path: str, options: Options | None = None) -> Res
         }
         _write_atomic(Path(layout.marker_path(local_path)), json.dumps(marker, indent=1, sort_keys=True))
         shutil.rmtree(dl.partial_root, ignore_errors=True)
+        shutil.rmtree(dl.identity_root, ignore_errors=True)
     seconds = time.monotonic() - started
     log.info(
         "done: %s in %s, %d files, %s downloaded (%.1f MB/s)",
