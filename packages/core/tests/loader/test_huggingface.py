@@ -271,3 +271,19 @@ def test_https_through_a_proxy_with_credentials_authenticates_the_connect(
         assert proxy.seen == [("CONNECT", "hub.stand-in.invalid:443", proxy.expected)]
     finally:
         proxy.close()
+
+
+def test_files_verified_before_a_failure_are_not_fetched_again(hub: HubStandIn, models: Path) -> None:
+    """A pod killed (or failed) mid-model leaves no completion marker; the files it had already
+    verified and put in place must not be downloaded again by the next pod."""
+    first, second = "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"
+    hub.vanished.add(second)  # the first pod fails on the second shard, after the first one
+    env = hub_env(hub, models, LOADER_PARALLEL_FILES="1")
+    assert main(env) == 1
+    assert (Path(env["MODEL_LOCAL_PATH"]) / first).exists()
+    hub.vanished.clear()
+    assert main(env) == 0
+    assert tree(env["MODEL_LOCAL_PATH"]) == hub.repos[REPO].files
+    assert hub.gets[first] == 1  # fetched by the first pod only
+    partial = Path(layout.partial_dir(env["MODEL_LOCAL_PATH"]))
+    assert not partial.with_name(partial.name + ".verified").exists()  # the marker took over

@@ -419,6 +419,7 @@ class _Downloader:
         self.progress = progress
         self.partial_root = Path(layout.partial_dir(local_path))
         self.identity_root = self.partial_root.with_name(self.partial_root.name + ".identity")
+        self.verified_root = self.partial_root.with_name(self.partial_root.name + ".verified")
         self.cancelled = threading.Event()
 
     def destination(self, file: RemoteFile) -> Path:
@@ -433,6 +434,14 @@ class _Downloader:
         """Beside the partial file, in a tree of its own (no remote name can collide with it): the
         version its bytes came from, so a restart never splices two versions of one object."""
         return self.identity_root.joinpath(*_safe_relative(file.path).parts)
+
+    def verified(self, file: RemoteFile) -> Path:
+        """The journal entry of a file verified and put in place before the marker exists: its
+        digest, so a pod killed before the end does not fetch it again."""
+        return self.verified_root.joinpath(*_safe_relative(file.path).parts)
+
+    def recorded(self, file: RemoteFile) -> str | None:
+        return _read_text(self.verified(file))
 
     def fetch(self, file: RemoteFile) -> None:
         attempt = 0
@@ -520,7 +529,13 @@ class _Downloader:
                 raise
             dest = self.destination(file)
             dest.parent.mkdir(parents=True, exist_ok=True)
+            journal = self.verified(file)
+            journal.unlink(missing_ok=True)  # never an entry naming what dest is no longer
             os.replace(part, dest)
+            digest = file.digest() if self.options.verify_checksums else None
+            if digest is not None:  # only a checked digest may be trusted later
+                journal.parent.mkdir(parents=True, exist_ok=True)
+                _write_atomic(journal, digest)
         except OSError as err:
             disk = _disk_error(err, str(self.destination(file)))
             if disk is not None:
@@ -541,8 +556,11 @@ def _read_text(path: Path) -> str | None:
         return None
 
 
-def _existing_ok(dest: Path, file: RemoteFile, previous: dict[str, Any] | None) -> bool:
-    """A file already in place (verified before it was moved there) that this revision still wants."""
+def _existing_ok(
+    dest: Path, file: RemoteFile, previous: dict[str, Any] | None, journal: str | None = None
+) -> bool:
+    """A file already in place (verified before it was moved there) that this revision still wants:
+    the last completion marker or this run's journal (a pod killed mid-model) records its digest."""
     try:
         size = dest.stat().st_size
     except OSError:
@@ -553,7 +571,7 @@ def _existing_ok(dest: Path, file: RemoteFile, previous: dict[str, Any] | None) 
     if digest is None:
         return file.size is not None
     recorded = (previous or {}).get("files", {}).get(file.path)
-    return bool(recorded == digest)
+    return digest in (recorded, journal)
 
 
 def _retrying(call: Callable[[], list[RemoteFile]], options: Options, what: str) -> list[RemoteFile]:
@@ -616,7 +634,7 @@ def load(source: Source, local_path: str, options: Options | None = None) -> Res
         todo: list[RemoteFile] = []
         done_bytes = 0
         for f in files:
-            if _existing_ok(dl.destination(f), f, previous):
+            if _existing_ok(dl.destination(f), f, previous, dl.recorded(f)):
                 done_bytes += f.size or 0
             else:
                 todo.append(f)
@@ -652,6 +670,7 @@ def load(source: Source, local_path: str, options: Options | None = None) -> Res
         _write_atomic(Path(layout.marker_path(local_path)), json.dumps(marker, indent=1, sort_keys=True))
         shutil.rmtree(dl.partial_root, ignore_errors=True)
         shutil.rmtree(dl.identity_root, ignore_errors=True)
+        shutil.rmtree(dl.verified_root, ignore_errors=True)
     seconds = time.monotonic() - started
     log.info(
         "done: %s in %s, %d files, %s downloaded (%.1f MB/s)",

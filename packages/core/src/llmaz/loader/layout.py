@@ -18,6 +18,7 @@ Layout of the model volume (mounted at :data:`MODEL_DIR`)::
         <name>.complete.json          completion marker: written atomically, keyed by source + revision
         partial/<name>/<relative>     bytes being downloaded (resumed on retry or pod restart)
         partial/<name>.identity/<relative>  the ETag or digest of the version those bytes are from
+        partial/<name>.verified/<relative>  digest of a file verified and in place (until the marker)
 
 With a shared per-node cache (operator setting ``modelLoader.sharedCache``) the volume is the cache
 and every model gets a folder of its own per source and revision, so two models, or two revisions
