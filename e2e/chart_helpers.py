@@ -7,15 +7,28 @@ RBAC the chart ships.
 
 from __future__ import annotations
 
+import os
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from llmaz_devkit import release
 from llmaz_devkit.chartgen import assemble
-from llmaz_devkit.cluster import ControlPlane
+from llmaz_devkit.cluster import ControlPlane, go_tools_root
 from llmaz_devkit.release import AuditSummary, release_fullname
 
-__all__ = ["CHART_SOURCE", "AuditSummary", "Helm", "assembled_chart", "audit_summary", "release_kubeconfig"]
+__all__ = [
+    "CHART_SOURCE",
+    "AuditSummary",
+    "Helm",
+    "assembled_chart",
+    "audit_summary",
+    "helm_template",
+    "release_kubeconfig",
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 CHART_SOURCE = ROOT / "charts" / "llmaz"
@@ -35,6 +48,30 @@ class Helm(release.Helm):
             return super().__call__(*args, check=check, timeout=timeout)
         except RuntimeError as err:
             raise AssertionError(str(err)) from None
+
+
+def helm_template(
+    chart: Path, home: Path, *, values: Path | None = None, sets: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """The llmaz templates' objects as real ``helm template rel <chart> -n ns`` renders them (the
+    dependency charts' objects left out), with private helm dirs under ``home``."""
+    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
+    args = [str(go_tools_root() / "bin" / "helm"), "template", "rel", str(chart), "-n", "ns"]
+    if values is not None:
+        args += ["-f", str(values)]
+    for item in sets:
+        args += ["--set", item]
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    docs: list[dict[str, Any]] = []
+    source = ""
+    for raw in out.split("\n---\n"):
+        for line in raw.splitlines():
+            if line.startswith("# Source: "):
+                source = line.removeprefix("# Source: ")
+        doc = yaml.safe_load(raw)
+        if doc and source.startswith("llmaz/templates/"):
+            docs.append(doc)
+    return docs
 
 
 def assembled_chart(cp: ControlPlane, dest: Path) -> Path:

@@ -8,15 +8,12 @@ llmaz templates are checked: the dependency charts (LWS, Envoy Gateway) are thei
 
 from __future__ import annotations
 
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from chart_helpers import CHART_SOURCE
+from chart_helpers import CHART_SOURCE, helm_template
 
 from llmaz_devkit.chartgen import assemble
 from llmaz_devkit.cluster import go_tools_root
@@ -39,41 +36,14 @@ def chart(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return assemble(tmp_path_factory.mktemp("lint-chart"), root.parent / "gomod", source=CHART_SOURCE)
 
 
-def _render(chart: Path, values: Path, home: Path, extra: list[str]) -> list[dict[str, Any]]:
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    args = [
-        str(go_tools_root() / "bin" / "helm"),
-        "template",
-        "rel",
-        str(chart),
-        "-n",
-        "ns",
-        "-f",
-        str(values),
-    ]
-    for item in extra:
-        args += ["--set", item]
-    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
-    docs: list[dict[str, Any]] = []
-    source = ""
-    for raw in out.split("\n---\n"):
-        for line in raw.splitlines():
-            if line.startswith("# Source: "):
-                source = line.removeprefix("# Source: ")
-        doc = yaml.safe_load(raw)
-        if doc and source.startswith("llmaz/templates/"):
-            docs.append(doc)
-    return docs
-
-
 @pytest.fixture(scope="module", params=[*SCENARIOS, "all-toggles"], ids=lambda p: getattr(p, "name", p))
 def objects(
     request: pytest.FixtureRequest, chart: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> list[Any]:
     home = tmp_path_factory.mktemp("helm")
     if request.param == "all-toggles":
-        return _render(chart, CHART_SOURCE / "ci" / "default-values.yaml", home, EXTRA)
-    return _render(chart, request.param, home, [])
+        return helm_template(chart, home, values=CHART_SOURCE / "ci" / "default-values.yaml", sets=EXTRA)
+    return helm_template(chart, home, values=request.param)
 
 
 def _pods(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:

@@ -20,8 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
-from chart_helpers import CHART_SOURCE
+from chart_helpers import CHART_SOURCE, helm_template
 
 from llmaz_devkit.chartgen import assemble
 from llmaz_devkit.cluster import go_tools_root
@@ -59,29 +58,10 @@ def _wheel(folder: Path, name: str, version: str, requires: list[str]) -> Path:
 
 def _rendered_deployment(tmp: Path) -> dict[str, Any]:
     chart = assemble(tmp / "chart", go_tools_root().parent / "gomod", source=CHART_SOURCE)
-    home = tmp / "helm"
-    env = {**os.environ, **{f"HELM_{k}_HOME": str(home / k.lower()) for k in ("CACHE", "CONFIG", "DATA")}}
-    out = subprocess.run(
-        [
-            str(go_tools_root() / "bin" / "helm"),
-            "template",
-            "rel",
-            str(chart),
-            "-n",
-            "ns",
-            "--set",
-            "operator.extraPlugins.packages[0]=llmaz-backend-standin",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=env,
-    ).stdout
-    return next(
-        d
-        for d in yaml.safe_load_all(out)
-        if d and d.get("kind") == "Deployment" and "operator" in d["metadata"]["name"]
+    objects = helm_template(
+        chart, tmp / "helm", sets=["operator.extraPlugins.packages[0]=llmaz-backend-standin"]
     )
+    return next(d for d in objects if d.get("kind") == "Deployment" and "operator" in d["metadata"]["name"])
 
 
 def _env(container: dict[str, Any], plugins: Path) -> dict[str, str]:
