@@ -287,3 +287,22 @@ def test_files_verified_before_a_failure_are_not_fetched_again(hub: HubStandIn, 
     assert hub.gets[first] == 1  # fetched by the first pod only
     partial = Path(layout.partial_dir(env["MODEL_LOCAL_PATH"]))
     assert not partial.with_name(partial.name + ".verified").exists()  # the marker took over
+
+
+def test_a_file_cut_more_often_than_the_retries_allow_still_loads_while_it_makes_progress(
+    hub: HubStandIn, models: Path
+) -> None:
+    """An object store's client ends a request after 120 s, so a large file on a slow link is cut
+    again and again, each time further in. The retries count attempts in a row that moved
+    nothing: four cuts with one retry allowed still load the file, resumed each time."""
+    shard = "model-00001-of-00002.safetensors"
+    hub.cut_after[shard] = [500_000, 500_000, 500_000, 500_000]
+    env = hub_env(hub, models, LOADER_RETRIES="1")
+    assert main(env) == 0
+    assert tree(env["MODEL_LOCAL_PATH"])[shard] == hub.repos[REPO].files[shard]
+    assert [offset for path, offset in hub.ranges if path == shard] == [
+        500_000,
+        1_000_000,
+        1_500_000,
+        2_000_000,
+    ]

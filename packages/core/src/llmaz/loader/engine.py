@@ -444,15 +444,23 @@ class _Downloader:
         return _read_text(self.verified(file))
 
     def fetch(self, file: RemoteFile) -> None:
+        """Fetch one file, resuming after transient errors. The retries count failed attempts in a
+        row that moved nothing: one that added bytes starts the count again, so a large file on a
+        slow link, whose requests an object store's client ends after a while (120 s), goes on
+        for as long as it makes progress, and a stalled one still gives up."""
         attempt = 0
         while True:
             if self.cancelled.is_set():
                 return
+            part = self.partial(file)
+            before = part.stat().st_size if part.exists() else 0
             try:
                 self._attempt(file)
                 self.progress.file_done()
                 return
             except TransientError as err:
+                if part.exists() and part.stat().st_size > before:
+                    attempt = 0  # progress: this failure does not count against the retries
                 attempt += 1
                 if attempt > self.options.retries:
                     raise LoadError(
