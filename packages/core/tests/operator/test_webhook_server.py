@@ -4,10 +4,12 @@ certificate picked up without a restart, a broken rotation keeping the old certi
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import ssl
 import urllib.error
 import urllib.request
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,16 +50,23 @@ def _review(obj: dict[str, Any]) -> dict[str, Any]:
 BAD = {"metadata": {"name": "typo"}, "spec": {"recommendedConfigs": [{"name": "d", "args": ["{{ .X }}"]}]}}
 
 
+@contextlib.asynccontextmanager
+async def _serving(cert_dir: Path) -> AsyncIterator[tuple[WebhookServer, int]]:
+    """A webhook server on loopback with the certificate in ``cert_dir``, and its port."""
+    port = free_port()
+    server = WebhookServer(Webhook(enabled=True, port=port, cert_dir=str(cert_dir)), lambda: NOW, "127.0.0.1")
+    await server.start()
+    try:
+        yield server, port
+    finally:
+        await server.stop()
+
+
 def test_serves_reviews_and_picks_up_a_rotated_certificate(tmp_path: Path) -> None:
     async def scenario() -> None:
         certs = tmp_path / "certs"
         first_ca = issue_tls(certs)
-        port = free_port()
-        server = WebhookServer(
-            Webhook(enabled=True, port=port, cert_dir=str(certs)), lambda: NOW, "127.0.0.1"
-        )
-        await server.start()
-        try:
+        async with _serving(certs) as (server, port):
             path = webhook(BACKENDRUNTIME_ARGS).path
             status, answer = await asyncio.to_thread(_post, port, path, _review(BAD), first_ca)
             assert status == 200
@@ -81,8 +90,6 @@ def test_serves_reviews_and_picks_up_a_rotated_certificate(tmp_path: Path) -> No
             assert status == 200
             with pytest.raises(urllib.error.URLError):
                 await asyncio.to_thread(_post, port, path, _review(BAD), first_ca)
-        finally:
-            await server.stop()
 
     asyncio.run(scenario())
 
@@ -106,15 +113,8 @@ def test_a_failing_review_is_a_refusal_that_says_so_not_an_http_500(
 
     async def scenario() -> tuple[int, dict[str, Any]]:
         ca = issue_tls(tmp_path)
-        port = free_port()
-        server = WebhookServer(
-            Webhook(enabled=True, port=port, cert_dir=str(tmp_path)), lambda: NOW, "127.0.0.1"
-        )
-        await server.start()
-        try:
+        async with _serving(tmp_path) as (_, port):
             return await asyncio.to_thread(_post, port, webhook(BACKENDRUNTIME_ARGS).path, _review(BAD), ca)
-        finally:
-            await server.stop()
 
     status, answer = asyncio.run(scenario())
     assert status == 200
