@@ -15,8 +15,11 @@ WORKDIR /src
 RUN pip install "uv==0.13.8"
 COPY pyproject.toml uv.lock ./
 COPY packages ./packages
-RUN uv export --frozen --no-dev --all-packages --extra operator --no-emit-workspace --no-header \
-        -o /src/requirements.txt \
+# llmaz's own dependencies with the extras the image runs: operator (llmaz operator run) and loader
+# (llmaz load-model, the init container); the plugins need nothing but llmaz, and the devkit's test
+# tools stay out
+RUN uv export --frozen --no-dev --package llmaz --extra operator --extra loader --no-emit-workspace \
+        --no-header -o /src/requirements.txt \
     && pip wheel --no-deps --wheel-dir /wheels packages/core packages/backends/* packages/autoscaling/*
 
 FROM ${PYTHON_IMAGE}
@@ -26,7 +29,8 @@ COPY --from=build /wheels /tmp/wheels
 RUN pip install --require-hashes -r /tmp/requirements.txt \
     && pip install --no-deps /tmp/wheels/*.whl \
     && rm -rf /tmp/requirements.txt /tmp/wheels \
-    && llmaz --help >/dev/null
+    && llmaz --help >/dev/null \
+    && python -c "import llmaz.operator.main, llmaz.loader.huggingface, llmaz.loader.modelscope, llmaz.loader.objstore"
 USER 65532:65532
 WORKDIR /tmp
 ENTRYPOINT ["llmaz"]
