@@ -321,3 +321,26 @@ def test_read_only_volume_when_writing_the_marker(
         f"cannot write {marker.parent}/.{marker.name}.{os.getpid()}.tmp: the model volume is read-only; "
         "mount it read-write"
     )
+
+
+def test_an_install_without_the_loader_extra_says_which_extra_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pip install llmaz`` without ``[loader]`` (or an image built without it): the termination
+    message names the missing module and the extra, not a bare ModuleNotFoundError."""
+    monkeypatch.setitem(sys.modules, "obstore", None)  # as if obstore were not installed
+    monkeypatch.delitem(sys.modules, "llmaz.loader.objstore", raising=False)
+    log = tmp_path / "termination-log"
+    env = {
+        "MODEL_SOURCE_TYPE": "objstore",
+        "MODEL_PATH": "s3://bucket/models/m",
+        "PROVIDER": "S3",
+        "BUCKET": "bucket",
+        "MODEL_LOCAL_PATH": str(tmp_path / "models" / "models--m"),
+        "LOADER_TERMINATION_LOG": str(log),
+    }
+    assert main(env) == 1
+    assert log.read_text().strip() == (
+        "llmaz load-model needs the 'loader' extra (obstore is missing): pip install 'llmaz[loader]', "
+        "or use the llmaz image"
+    )

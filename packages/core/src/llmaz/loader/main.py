@@ -165,6 +165,11 @@ def main(env: Mapping[str, str] | None = None) -> int:
             raise
         except KeyboardInterrupt:
             message = "interrupted"
+        except ModuleNotFoundError as err:  # an install without the loader's dependencies
+            message = (
+                f"llmaz load-model needs the 'loader' extra ({err.name or err} is missing): "
+                "pip install 'llmaz[loader]', or use the llmaz image"
+            )
         # A bug, not a user error: keep the type so the report is useful. BaseException, because a
         # panic in a Rust extension (obstore's pyo3 PanicException) does not derive from Exception.
         except BaseException as err:

@@ -48,7 +48,11 @@ def run(  # noqa: PLR0917
 
     Flags override the configuration file.
     """
-    missing = [m for m in ("kopf", "aiohttp", "prometheus_client") if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in ("kopf", "aiohttp", "prometheus_client", "orjson", "urllib3")
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
         typer.echo(
             f"the operator needs the 'operator' extra ({', '.join(missing)} missing): "
