@@ -90,3 +90,25 @@ def test_a_bad_config_file_is_one_error_naming_the_field(tmp_path: Path) -> None
     assert result.exit_code == 2
     assert "metricsPort" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("timings", "named"),
+    [
+        ({"leaseDurationSeconds": 15, "renewDeadlineSeconds": 20}, "renewDeadlineSeconds (20) must be less"),
+        ({"leaseDurationSeconds": 15, "renewDeadlineSeconds": 15}, "renewDeadlineSeconds (15) must be less"),
+        ({"renewDeadlineSeconds": 5, "retryPeriodSeconds": 10}, "retryPeriodSeconds (10) must be less"),
+    ],
+)
+def test_lease_timings_that_would_let_two_leaders_write_are_refused(
+    tmp_path: Path, timings: dict[str, int], named: str
+) -> None:
+    """A leader writes until its renew deadline and a standby takes the Lease once its duration
+    has passed: a deadline at or past the duration would let both write for a while."""
+    config = tmp_path / "operator.yaml"
+    config.write_text(yaml.safe_dump({"leaderElection": {"enabled": True, **timings}}))
+    mount()
+    result = CliRunner().invoke(app, ["operator", "run", "--config", str(config)])
+    assert result.exit_code == 2
+    assert named in result.output
+    assert "Traceback" not in result.output

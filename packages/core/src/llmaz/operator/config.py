@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from llmaz.api._base import ApiModel, Name, ShortString
 from llmaz.render.cache import SharedCache
@@ -42,6 +42,26 @@ class LeaderElection(ApiModel):
     lease_duration_seconds: int = Field(default=15, ge=2, le=300, description="How long a lease is valid.")
     renew_deadline_seconds: int = Field(default=10, ge=1, le=300, description="Leader gives up after this.")
     retry_period_seconds: int = Field(default=2, ge=1, le=60, description="How often candidates retry.")
+
+    @model_validator(mode="after")
+    def _timings_in_order(self) -> LeaderElection:
+        """leaseDuration > renewDeadline > retryPeriod, as client-go requires: a leader stops
+        writing at its renew deadline, and a standby takes the Lease when its duration has passed;
+        a deadline at or past the duration lets the two write at once, and a retry period at or past
+        the deadline makes a healthy leader refuse its own writes between renewals."""
+        if self.renew_deadline_seconds >= self.lease_duration_seconds:
+            raise ValueError(
+                f"renewDeadlineSeconds ({self.renew_deadline_seconds}) must be less than "
+                f"leaseDurationSeconds ({self.lease_duration_seconds}): a leader past its deadline "
+                "would still write while a standby takes the Lease"
+            )
+        if self.retry_period_seconds >= self.renew_deadline_seconds:
+            raise ValueError(
+                f"retryPeriodSeconds ({self.retry_period_seconds}) must be less than "
+                f"renewDeadlineSeconds ({self.renew_deadline_seconds}): the leader would miss its "
+                "deadline between two renewals"
+            )
+        return self
 
 
 class Webhook(ApiModel):
