@@ -3,7 +3,9 @@ real one is exercised by e2e/test_operator.py); clocks are injected."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import threading
 from typing import Any
 
 from llmaz.operator.config import LeaderElection
@@ -181,3 +183,46 @@ def test_a_connection_broken_mid_answer_is_unreachable_too() -> None:
     finally:
         thread.join(timeout=10)
         server.close()
+
+
+class SlowReadLease(LeaseStandIn):
+    """The stand-in whose next GET waits until ``go`` is set (a renewal stuck on a slow API server)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = threading.Event()
+        self.go = threading.Event()
+        self.held = threading.Event()
+
+    def request(self, method: str, path: str, *, body: Any = None, **kw: Any) -> Any:
+        if method == "GET" and self.hold.is_set():
+            self.hold.clear()
+            self.held.set()
+            self.go.wait(10)
+        return super().request(method, path, body=body, **kw)
+
+
+def test_a_release_at_shutdown_waits_for_a_renewal_in_flight_and_nothing_takes_the_lease_back() -> None:
+    """SIGTERM while a renewal waits on a slow API server: the release runs after it (one thread
+    for the Lease), so its write neither meets a conflict nor is undone by the late renewal, and a
+    standby can take the Lease at once."""
+    server, clock = SlowReadLease(), Clock()
+    a, b = elector(server, clock, "a"), elector(server, clock, "b")
+    assert a.try_acquire_or_renew()
+    a.is_leader = True
+
+    async def scenario() -> None:
+        server.hold.set()
+        renewal = asyncio.ensure_future(a._attempt())
+        await asyncio.to_thread(server.held.wait, 10)
+        releasing = asyncio.ensure_future(a.release_async())
+        await asyncio.sleep(0.05)
+        server.go.set()
+        assert await renewal  # the renewal in flight ends first
+        await releasing
+        assert not await a._attempt()  # and no attempt takes the Lease back
+
+    asyncio.run(scenario())
+    assert server.lease is not None
+    assert server.lease["spec"]["holderIdentity"] == ""
+    assert b.try_acquire_or_renew()

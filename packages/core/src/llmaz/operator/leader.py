@@ -54,6 +54,8 @@ class LeaderElector:
         self._observed_at = 0.0
         self._renewed_at: float | None = None
         self.is_leader = False
+        self._stopping = False
+        """Set by :meth:`release_async`: no attempt takes or renews the Lease any more."""
         # its own thread: a renewal never queues behind reconciles' API calls in the default pool
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lease")
 
@@ -77,6 +79,8 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One attempt (blocking). True when this process holds the Lease afterwards."""
+        if self._stopping:
+            return False
         try:
             lease = self.kube.request("GET", self.path)
         except KubeError as err:
@@ -159,6 +163,9 @@ class LeaderElector:
             except (KubeError, OSError) as err:
                 log.warning("renewing the Lease failed: %s", err)
                 ok = False
+            except Exception:  # a bug must not end the renewals unseen: it counts as a failed one
+                log.exception("renewing the Lease failed")
+                ok = False
             if ok:
                 last_ok = self._monotonic()
             elif self._monotonic() - last_ok > self.settings.renew_deadline_seconds:
@@ -167,17 +174,31 @@ class LeaderElector:
                 return
 
     def release(self) -> None:
-        """Hand the Lease over at once on a clean shutdown (blocking, best effort)."""
+        """Hand the Lease over at once on a clean shutdown (blocking, best effort). A conflict
+        (the Lease changed since it was read) reads it again, once."""
         if not self.is_leader:
             return
-        try:
-            lease = self.kube.request("GET", self.path)
-            spec = lease.get("spec") or {}
-            if spec.get("holderIdentity") == self.identity:
-                spec["holderIdentity"] = ""
-                spec["leaseDurationSeconds"] = 1
-                lease["spec"] = spec
-                self.kube.request("PUT", self.path, body=lease, resource="leases")
-        except (KubeError, OSError) as err:
-            log.warning("releasing the Lease failed: %s", err)
+        for attempt in (1, 2):
+            try:
+                lease = self.kube.request("GET", self.path)
+                spec = lease.get("spec") or {}
+                if spec.get("holderIdentity") == self.identity:
+                    spec["holderIdentity"] = ""
+                    spec["leaseDurationSeconds"] = 1
+                    lease["spec"] = spec
+                    self.kube.request("PUT", self.path, body=lease, resource="leases")
+            except KubeError as err:
+                if err.status == 409 and attempt == 1:
+                    continue
+                log.warning("releasing the Lease failed: %s", err)
+            except OSError as err:
+                log.warning("releasing the Lease failed: %s", err)
+            break
         self.is_leader = False
+
+    async def release_async(self) -> None:
+        """:meth:`release` on the Lease's own thread, after any attempt still in flight there (a
+        renewal started before shutdown would otherwise race the release: its PUT could make the
+        release's fail, or take the Lease back after it), and with no attempt allowed after it."""
+        self._stopping = True
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.release)

@@ -140,6 +140,10 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         if not await elector.acquire(stop):
             await _stop_servers(health, webhooks)
             return 0
+        if stop.is_set():  # stopped while the winning attempt was in flight: hand it back
+            await elector.release_async()
+            await _stop_servers(health, webhooks)
+            return 0
         kube.fence = elector.fence  # a leader that may have been replaced writes nothing
     metrics.leader.set(1)
     health.state, health.ready = "leader: starting", False
@@ -177,21 +181,28 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     )
     lost = keeper is not None and keeper in done
     stop_flag.set()
+    # whatever ended the operator, the shutdown below runs to the end: the watches stop, and the
+    # Lease is handed over (a standby would otherwise wait a whole leaseDurationSeconds)
     try:
         await asyncio.wait_for(operator, timeout=SHUTDOWN_SECONDS)
     except (TimeoutError, asyncio.CancelledError):
         log.warning("kopf did not stop within %.0fs", SHUTDOWN_SECONDS)
+    except Exception:
+        log.exception("kopf ended with an error")
     for task in waiters[1:]:
         task.cancel()
     for task in waiters[1:]:
         with contextlib.suppress(asyncio.CancelledError):
-            await task
+            try:
+                await task
+            except Exception:
+                log.exception("a task of the operator ended with an error")
     trimmer.cancel()
     await watches.stop()
     await kube.aclose()
     metrics.leader.set(0)
     if elector is not None and not lost:
-        await asyncio.to_thread(elector.release)
+        await elector.release_async()
     await _stop_servers(health, webhooks)
     if lost:
         log.error("exiting: the leadership was lost")
