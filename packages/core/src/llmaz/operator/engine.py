@@ -369,13 +369,14 @@ def _start_create(rt: Runtime, owner: Snapshot, key: ObjectKey, digest: str, des
     slots = max(1, int(rt.config.workers * CREATE_SLOTS_PER_KIND))
     while line.running < slots and line.running < len(line.waiting):
         line.running += 1
-        rt.spawn(_run_creates(rt, line))
+        rt.spawn(_run_creates(rt, line), work=True)
 
 
 async def _run_creates(rt: Runtime, line: CreateLine) -> None:
-    """One of a kind's create slots: create queued children until none is left."""
+    """One of a kind's create slots: create queued children until none is left (or, once the
+    operator stops, until the create in flight ends: the next leader creates the others)."""
     try:
-        while line.waiting:
+        while line.waiting and not rt.queue.closed:
             queued = line.waiting.popleft()
             await _create(rt, queued.owner, queued.key, queued.digest, decode(queued.body))
     finally:
@@ -874,6 +875,8 @@ def enqueue(
     server that the object itself still exists (:func:`reconcile_named`)."""
     key = (kind, namespace, name)
     queue = rt.queue
+    if queue.closed:
+        return
     if verify:
         queue.verify.add(key)
     if key in queue.busy:
@@ -900,7 +903,7 @@ def enqueue(
     rt.metrics.queue_depth.set(queue.depth())
     if queue.workers < rt.config.workers:
         queue.workers += 1
-        rt.spawn(_work(rt))
+        rt.spawn(_work(rt), work=True)
 
 
 POD_COALESCE_SECONDS = 1.0
@@ -947,7 +950,7 @@ async def _work(rt: Runtime) -> None:
         if rt.listed is not None:
             # a reconcile before the children are listed would not see those that exist
             await rt.listed.wait()
-        while (key := queue.take(loop.time())) is not None:
+        while not queue.closed and (key := queue.take(loop.time())) is not None:
             queue.busy.add(key)
             try:
                 await reconcile_named(rt, *key)
@@ -965,6 +968,37 @@ async def _work(rt: Runtime) -> None:
                     queue.later[key] = loop.time()
     finally:
         queue.workers -= 1
+
+
+DRAIN_SECONDS = 15.0
+"""How long a stopping operator waits for the reconciles and child creates already running
+(:func:`drain`). Within the operator's 20 s for kopf to stop and the chart's 30 s grace period, so
+the Lease is still handed over before the kubelet kills the pod."""
+
+
+async def drain(rt: Runtime, timeout: float = DRAIN_SECONDS) -> int:
+    """Stop taking work and let what runs finish: queue nothing more (events, timers and retries
+    included), start no reconcile or create, and wait up to ``timeout`` seconds for the reconciles
+    and child creates in flight. Returns how many were still running then (the caller cancels
+    them). A reconcile cut in the middle had written some of its objects and not the others, and
+    an owner's status not at all; one that finishes leaves the next leader nothing half done."""
+    rt.queue.closed = True
+    for handle in [*rt.retries.values(), *rt.rechecks.values(), *rt.queue.soon.values()]:
+        handle.cancel()
+    if rt.listed is not None and not rt.listed.is_set():
+        return 0  # no reconcile has started: the workers still wait for the listing
+    running = [task for task in rt.work if not task.done()]
+    if not running:
+        return 0
+    log.info("stopping: waiting up to %.0fs for %d reconciles and creates", timeout, len(running))
+    _, pending = await asyncio.wait(running, timeout=timeout)
+    if pending:
+        log.warning(
+            "stopping: %d reconciles or creates still running after %.0fs are cancelled",
+            len(pending),
+            timeout,
+        )
+    return len(pending)
 
 
 def _schedule_recheck(rt: Runtime, snap: Snapshot, delay: float | None) -> None:

@@ -420,6 +420,9 @@ class WorkQueue:
     workers: int = 0
     done: int = 0
     """Reconciles finished since start-up (:mod:`llmaz.operator.memory` trims after bursts)."""
+    closed: bool = False
+    """The operator is stopping (:func:`llmaz.operator.engine.drain`): nothing is queued any more,
+    and the reconciles and child creates already running finish without taking new ones."""
 
     def depth(self) -> int:
         return len(self.waiting) + len(self.urgent) + len(self.later) + len(self.busy)
@@ -576,6 +579,9 @@ class Runtime:
     refused, or of a name someone else's object holds; shown in the owner's status until a write of
     the child succeeds (:func:`llmaz.operator.engine.child_problem`)."""
     tasks: set[asyncio.Task[Any]] = field(default_factory=set)
+    work: set[asyncio.Task[Any]] = field(default_factory=set)
+    """The reconcile workers and child-create slots among :attr:`tasks`: what a shutdown lets
+    finish (:func:`llmaz.operator.engine.drain`) before it cancels the rest."""
     references: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
     """Owner uid -> the ``("model"|"backend", name)`` it referenced when last seen."""
     parsed: dict[str, tuple[int, Any]] = field(default_factory=dict)
@@ -687,11 +693,15 @@ class Runtime:
         self.applied.pop(key, None)
         self.contained.pop(key, None)
 
-    def spawn(self, coro: Any) -> None:
-        """Run ``coro`` in the background, keeping a reference until it ends."""
+    def spawn(self, coro: Any, *, work: bool = False) -> None:
+        """Run ``coro`` in the background, keeping a reference until it ends; ``work``: it is a
+        reconcile worker or create slot (:attr:`work`)."""
         task = asyncio.ensure_future(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        if work:
+            self.work.add(task)
+            task.add_done_callback(self.work.discard)
 
 
 def owner_reference(owner: Snapshot, *, block_owner_deletion: bool = True) -> dict[str, Any]:

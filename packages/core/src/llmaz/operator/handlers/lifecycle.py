@@ -10,7 +10,7 @@ from typing import Any
 import kopf
 
 from llmaz.operator.backendruntimes import apply_plugin_runtimes_at_startup
-from llmaz.operator.engine import enqueue_many
+from llmaz.operator.engine import drain, enqueue_many
 from llmaz.operator.handlers._common import MEMO_KEY
 from llmaz.operator.runtime import Runtime
 
@@ -102,7 +102,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
     @kopf.on.cleanup(registry=registry)
     async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         rt: Runtime = memo[MEMO_KEY]
-        for handle in [*rt.retries.values(), *rt.rechecks.values()]:
-            handle.cancel()
+        await drain(rt)  # reconciles and creates in flight finish; nothing new starts
         for task in list(rt.tasks):
             task.cancel()
