@@ -466,7 +466,7 @@ def start_operator(
             import urllib.request
 
             with urllib.request.urlopen(f"http://127.0.0.1:{health}/readyz", timeout=2) as answer:
-                return bool(answer.status == 200)
+                return bool(answer.status == 200 and answer.read() == b"leader\n")  # listed
         except OSError:
             return False
 

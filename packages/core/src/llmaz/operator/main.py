@@ -135,7 +135,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
         le = config.leader_election
         namespace = le.lease_namespace or os.environ.get("POD_NAMESPACE") or "default"
         elector = LeaderElector(kube, le, namespace, rt.identity)
-        health.state, health.ready = "standby", True
+        health.standing_by()
         log.info("standing by for Lease %s/%s as %s", namespace, le.lease_name, rt.identity)
         if not await elector.acquire(stop):
             await _stop_servers(health, webhooks)
@@ -146,7 +146,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
             return 0
         kube.fence = elector.fence  # a leader that may have been replaced writes nothing
     metrics.leader.set(1)
-    health.state, health.ready = "leader: starting", False
+    health.leading()
 
     # everything reconciles and preheat read: the operator's own lean watches (llmaz.operator.watch)
     watches = Watches(kube, watched_kinds(rt), config.namespaces, metrics.count_event)
@@ -170,7 +170,7 @@ async def _main(config: OperatorConfig, kubeconfig: Path | None) -> int:
     async def mark_ready() -> None:
         await ready_flag.wait()
         await watches.listed.wait()
-        health.state, health.ready = "leader", True
+        health.listed()
 
     waiters = [operator, asyncio.create_task(stop.wait()), asyncio.create_task(mark_ready())]
     keeper = asyncio.create_task(elector.keep()) if elector is not None else None
