@@ -226,3 +226,77 @@ def test_a_release_at_shutdown_waits_for_a_renewal_in_flight_and_nothing_takes_t
     assert server.lease is not None
     assert server.lease["spec"]["holderIdentity"] == ""
     assert b.try_acquire_or_renew()
+
+
+class _HangUp:
+    """A stand-in API server that reads each request and closes the connection without an answer
+    (a reset load balancer, a restarting API server); counts the requests it read."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(8)
+        self.server.settimeout(0.2)
+        self.port = self.server.getsockname()[1]
+        self.requests = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while not self.done.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                continue
+            with conn:
+                if conn.recv(65536):
+                    self.requests += 1
+
+    def close(self) -> None:
+        self.done.set()
+        self.thread.join(timeout=10)
+        self.server.close()
+
+
+def test_a_write_sent_again_after_a_hang_up_goes_through_the_fence_again() -> None:
+    """A write whose connection broke is sent again by the transport; by then the leader may be
+    past its renew deadline. The event-loop client checks the fence before the second attempt,
+    and the blocking client leaves the repeat to its caller (whose next write is checked)."""
+    import asyncio
+
+    import pytest
+
+    from llmaz.operator.connection import Connection
+    from llmaz.operator.kube import Kube, KubeUnreachable, WriteFenced
+
+    server = _HangUp()
+    try:
+        verdicts = iter([None, "the Lease was last renewed 12s ago"])
+        kube = Kube(Connection(server=f"http://127.0.0.1:{server.port}"))
+        kube.fence = lambda: next(verdicts)
+
+        async def write() -> None:
+            try:
+                await kube.arequest("PATCH", "/api/v1/namespaces/n/services/s", body={}, resource="services")
+            finally:
+                await kube.aclose()
+
+        with pytest.raises(WriteFenced, match="renewed 12s ago"):
+            asyncio.run(write())
+        assert server.requests == 1
+
+        blocking = Kube(Connection(server=f"http://127.0.0.1:{server.port}"))  # urllib3's 3 retries
+        blocking.fence = lambda: None
+        with pytest.raises(KubeUnreachable):  # PUT: a method urllib3 repeats after a hang-up
+            blocking.request("PUT", "/api/v1/namespaces/n/services/s", body={}, resource="services")
+        assert server.requests == 2
+        with pytest.raises(KubeUnreachable):  # unfenced (a Lease write): the transport's retries stay
+            blocking.request(
+                "PUT", "/apis/coordination.k8s.io/v1/namespaces/n/leases/l", body={}, resource="leases"
+            )
+        assert server.requests > 3
+    finally:
+        server.close()

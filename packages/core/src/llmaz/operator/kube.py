@@ -363,10 +363,13 @@ class Kube:
         """One blocking request; returns the decoded JSON answer. Raises :class:`KubeError` on HTTP
         >= 400, :class:`WriteFenced` for a write the fence refuses (nothing is sent),
         :class:`KubeUnreachable` when the API server does not answer."""
-        self.check_fence(method, path, resource)
+        fenced = self.check_fence(method, path, resource)
         url_path = path + ("?" + urllib.parse.urlencode(dict(query)) if query else "")
         headers = self._headers(content_type, self._auth(method, path, self.connection.auth_headers))
         self._renew_tls()  # after the headers: making them may have renewed the certificate
+        # a fenced write is sent once: urllib3's own retries would send it again later, unchecked
+        # (the caller's retry goes through the fence again)
+        extra: dict[str, Any] = {"retries": False} if fenced else {}
         try:
             response = self._pool.request(
                 method,
@@ -374,6 +377,7 @@ class Kube:
                 headers=headers,
                 body=self._payload(body),
                 timeout=TIMEOUT,
+                **extra,
             )
             # the body is read here too: a connection broken mid-answer (ProtocolError) is as
             # transient as a refused one, and escaped as a handler traceback (issue 16, resets)
@@ -394,7 +398,8 @@ class Kube:
     ) -> Any:
         """:meth:`request` on the event loop. A connection the API server closed while it was idle
         in the pool (or reset) is tried once more on a new one: every operation here is safe to
-        repeat (a repeated create answers 409, which creating children handles)."""
+        repeat (a repeated create answers 409, which creating children handles); a fenced write
+        is checked against the fence again before it is sent again."""
         self.check_fence(method, path, resource)
         conn = self.connection
         auth = conn.auth_headers if not conn.auth_may_block() else None
@@ -405,6 +410,8 @@ class Kube:
             headers = self._headers(content_type, got)
         payload = self._payload(body)
         for attempt in (1, 2):
+            if attempt == 2:
+                self.check_fence(method, path, resource)
             try:
                 async with self.session().request(
                     method,
@@ -456,14 +463,15 @@ class Kube:
             except Exception as err:  # the operation decides: e.g. 404 on a get, 409 on a create
                 answer, error = None, err
 
-    def check_fence(self, method: str, path: str, resource: str) -> None:
+    def check_fence(self, method: str, path: str, resource: str) -> bool:
         """Raise :class:`WriteFenced` when ``fence`` refuses this write (Lease writes always pass:
-        they are how leadership is kept or handed over)."""
+        they are how leadership is kept or handed over); ``True`` when the fence let it pass."""
         if method == "GET" or resource == "leases" or self.fence is None:
-            return
+            return False
         reason = self.fence()
         if reason is not None:
             raise WriteFenced(method, path, reason)
+        return True
 
     # ---------------------------------------------------------------- objects (blocking)
 
