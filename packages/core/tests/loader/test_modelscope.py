@@ -79,3 +79,18 @@ def test_filename_is_refused_for_modelscope(calls: list[dict[str, Any]], models:
         "MODEL_FILENAME is not supported for ModelScope models"
         in (models.parent / "termination-log").read_text()
     )
+
+
+@pytest.mark.parametrize("given", ["main", ""])
+def test_the_default_revision_asks_modelscope_for_its_default_branch(
+    calls: list[dict[str, Any]], models: Path, given: str
+) -> None:
+    """``main`` is the API's default revision (the CRD fills it in); ModelScope repositories have
+    ``master`` as their default branch and no ``main``, so both mean ``master`` there."""
+    assert main(_env(models, REVISION=given)) == 0
+    assert calls[0]["revision"] == "master"
+
+
+def test_a_named_revision_is_passed_as_given(calls: list[dict[str, Any]], models: Path) -> None:
+    assert main(_env(models, REVISION="release-2")) == 0
+    assert calls[0]["revision"] == "release-2"

@@ -118,6 +118,18 @@ def test_modelscope_loader_inputs() -> None:
     assert env["MODEL_LOCAL_PATH"] == "/workspace/models/models--AI-ModelScope--opt-125"
 
 
+@pytest.mark.parametrize(("hub", "expected"), [("ModelScope", "master"), ("Huggingface", "main")])
+def test_the_default_revision_is_each_hubs_default_branch(hub: str, expected: str) -> None:
+    """``revision`` defaults to ``main``; ModelScope repositories have ``master`` instead (llmaz
+    (Go) passed no revision to ModelScope, so its default branch was used)."""
+    objs = render_all(
+        playground("p", {"modelClaim": {"modelName": "m"}}),
+        [model("m", {"modelHub": {"name": hub, "modelID": "org/opt-125"}})],
+    )
+    env = {e["name"]: e.get("value") for e in worker(objs)["spec"]["initContainers"][0]["env"]}
+    assert env["REVISION"] == expected
+
+
 def test_unknown_uri_protocol_is_a_typed_error() -> None:
     with pytest.raises(InvalidModelSource) as err:
         render_all(playground("p", {"modelClaim": {"modelName": "m"}}), [model("m", {"uri": "ftp://x/y"})])

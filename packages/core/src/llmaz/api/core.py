@@ -90,7 +90,12 @@ class ModelHub(ApiModel):
         ),
     )
     revision: str = Field(
-        default="main", max_length=256, description="Git revision: a branch, a tag or a commit hash."
+        default="main",
+        max_length=256,
+        description=(
+            "Git revision: a branch, a tag or a commit hash. main, the default, is the hub's default "
+            "branch: master on ModelScope."
+        ),
     )
     allow_patterns: list[ShortString] | None = Field(
         default=None, max_length=64, description="Only files matching at least one glob are downloaded."

@@ -133,6 +133,20 @@ HUB_HUGGINGFACE: Final = "Huggingface"
 HUB_MODELSCOPE: Final = "ModelScope"
 PATTERN_SEPARATOR: Final = ","
 
+DEFAULT_BRANCHES: Final = {HUB_HUGGINGFACE: "main", HUB_MODELSCOPE: "master"}
+"""Each hub's default branch (what its client asks for without a revision)."""
+
+
+def hub_revision(hub: str, revision: str | None) -> str:
+    """The revision to ask ``hub`` for. ``main``, the API's default ``revision``, and no revision
+    both name the hub's default branch: ``master`` on ModelScope, whose repositories have no
+    ``main`` (llmaz (Go) never passed a revision to ModelScope, so its default branch was used)."""
+    default = DEFAULT_BRANCHES.get(hub, "main")
+    if not revision or revision == "main":
+        return default
+    return revision
+
+
 # Loader tuning: optional, read only by the loader (the renderer never sets them).
 ENV_PARALLEL: Final = "LOADER_PARALLEL_FILES"
 ENV_RETRIES: Final = "LOADER_RETRIES"

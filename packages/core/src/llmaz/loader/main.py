@@ -89,7 +89,7 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
             token = layout.credential(env, layout.ENV_HF_TOKEN, layout.ENV_HF_TOKEN_LEGACY)
             source = HuggingFaceSource(
                 model_id,
-                revision=revision or "main",
+                revision=layout.hub_revision(hub, revision),
                 filename=filename,
                 allow_patterns=allow,
                 ignore_patterns=ignore,
@@ -102,7 +102,9 @@ def run_from_env(env: Mapping[str, str]) -> Result | None:
                 raise LoadError(f"{layout.ENV_FILENAME} is not supported for ModelScope models")
             from llmaz.loader.modelscope import ModelScopeSource
 
-            return ModelScopeSource(model_id, revision or "master", allow, ignore).load(local, options)
+            return ModelScopeSource(model_id, layout.hub_revision(hub, revision), allow, ignore).load(
+                local, options
+            )
         raise LoadError(
             f"{layout.ENV_HUB_NAME}={hub!r}: unknown model hub; expected "
             f"{layout.HUB_HUGGINGFACE} or {layout.HUB_MODELSCOPE}"

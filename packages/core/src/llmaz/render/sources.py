@@ -163,7 +163,7 @@ class ResolvedSource:
                 env_value(layout.ENV_SOURCE_TYPE, layout.SOURCE_MODELHUB),
                 env_value(layout.ENV_MODEL_ID, hub.model_id),
                 env_value(layout.ENV_HUB_NAME, str(hub.name)),
-                env_value(layout.ENV_REVISION, hub.revision),
+                env_value(layout.ENV_REVISION, layout.hub_revision(str(hub.name), hub.revision)),
             ]
             if hub.filename:
                 envs.append(env_value(layout.ENV_FILENAME, hub.filename))
