@@ -1,6 +1,6 @@
-"""The shared per-node model cache (operator setting ``modelLoader.sharedCache``) on the real control
-plane: the REAL operator (``llmaz operator run``, ServiceAccount bound to exactly
-:data:`llmaz.operator.rbac.RULES`) renders it, the real API server admits the LeaderWorkerSets and the
+"""The shared per-node model cache (operator setting ``modelLoader.sharedCache``), and the operator
+setting ``schedulerName``, on the real control plane: the REAL operator (``llmaz operator run``,
+ServiceAccount bound to exactly :data:`llmaz.operator.rbac.RULES`) renders them, the real API server admits the LeaderWorkerSets and the
 real LWS controller's pods, and the real scheduler places them. KWOK nodes stand in for kubelets, so
 no loader runs here: two loaders sharing one cache are tested in ``packages/core/tests/loader``.
 """
@@ -34,7 +34,8 @@ ACCOUNT = "llmaz-operator-model-cache"
 @pytest.fixture(scope="module")
 def operator(control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Operator]:
     install_crds(control_plane)
-    config = {"modelLoader": {"sharedCache": {"hostPath": CACHE_DIR}}}
+    # default-scheduler, as llmaz (Go)'s chart set its scheduler-name: the pods still get placed
+    config = {"modelLoader": {"sharedCache": {"hostPath": CACHE_DIR}}, "schedulerName": "default-scheduler"}
     with running_operator(
         control_plane, tmp_path_factory.mktemp("cache-op"), ACCOUNT, extra_config=config
     ) as op:
@@ -90,3 +91,33 @@ def test_replicas_of_two_playgrounds_share_one_cache_folder_per_model(
     (folder,) = written
     assert mounted == {(f"{layout.MODEL_DIR}/models--Qwen--{name}", folder)}
     assert folder.startswith(f"{layout.MODEL_DIR}/Huggingface--Qwen-{name}--main--")
+
+
+def test_the_configured_scheduler_name_is_on_every_lws_template_and_not_on_the_service(
+    control_plane: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """``schedulerName`` (llmaz (Go)'s global ``scheduler-name``) reaches the leader and worker
+    templates of the LeaderWorkerSet, and is not written into the inference Service, whose spec is
+    the user's (llmaz (Go) wrote it back there on every reconcile)."""
+    cp = control_plane
+    name = f"sched-{namespace}"[:63]
+    cp.apply([model(name), playground("sched", namespace, name)])
+    lws = wait_until(
+        lambda: get(cp, "leaderworkersets.leaderworkerset.x-k8s.io/sched", namespace),
+        "the LeaderWorkerSet",
+        60,
+        operator.log,
+    )
+    templates = lws["spec"]["leaderWorkerTemplate"]
+    pod_templates = [
+        templates["workerTemplate"],
+        *([templates["leaderTemplate"]] if "leaderTemplate" in templates else []),
+    ]
+    assert [t["spec"].get("schedulerName") for t in pod_templates] == ["default-scheduler"] * len(
+        pod_templates
+    )
+    service = get(cp, "services.inference.llmaz.io/sched", namespace)
+    assert service is not None
+    workload = service["spec"]["workloadTemplate"]  # the LWS's leaderWorkerTemplate, as the user wrote it
+    written = [workload[t]["spec"] for t in ("leaderTemplate", "workerTemplate") if t in workload]
+    assert written and not [spec for spec in written if "schedulerName" in spec]

@@ -199,16 +199,23 @@ def test_render_refuses_what_the_api_server_would_refuse(tmp_path: Path) -> None
     assert err.strip().endswith("(got Bad_PG)")
 
 
-def test_render_with_the_operator_config_uses_its_shared_cache_and_loader_image(tmp_path: Path) -> None:
+def test_render_with_the_operator_config_uses_its_shared_cache_loader_image_and_scheduler(
+    tmp_path: Path,
+) -> None:
     config = tmp_path / "operator.yaml"
     config.write_text(
         "modelLoader:\n  image: example.com/loader:v1\n  sharedCache: {hostPath: /var/lib/llmaz/models}\n"
+        "schedulerName: second-scheduler\n"
     )
     example = str(EXAMPLES / "huggingface" / "playground.yaml")
     code, out, err = run("-f", example, "--config", str(config))
     assert code == 0, err
-    lws = next(d for d in yaml.safe_load_all(out) if d["kind"] == "LeaderWorkerSet")
+    documents = list(yaml.safe_load_all(out))
+    lws = next(d for d in documents if d["kind"] == "LeaderWorkerSet")
     pod = lws["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+    assert pod["schedulerName"] == "second-scheduler"
+    service = next(d for d in documents if d["kind"] == "Service" and "workloadTemplate" in d["spec"])
+    assert "schedulerName" not in service["spec"]["workloadTemplate"]["workerTemplate"]["spec"]
     cache = {
         "name": "model-cache",
         "hostPath": {"path": "/var/lib/llmaz/models", "type": "DirectoryOrCreate"},

@@ -152,7 +152,7 @@ def render(
         typer.Option(
             "--config",
             help="The operator's config file (as given to 'llmaz operator run --config'); its "
-            "modelLoader settings (image, sharedCache) apply, as in the operator.",
+            "modelLoader settings (image, sharedCache) and schedulerName apply, as in the operator.",
             dir_okay=False,
         ),
     ] = None,
@@ -164,10 +164,11 @@ def render(
     from llmaz.operator.config import ConfigError, load_config
 
     try:
-        loader = load_config(config).model_loader
+        settings = load_config(config)
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from None
+    loader = settings.model_loader
     sourced = read_inputs(files)
     plugins = None if no_plugins else _plugins()
     # Render per object so an error names the file it came from; models and runtimes are shared.
@@ -179,6 +180,7 @@ def render(
             plugins=plugins,
             model_loader_image=model_loader_image or loader.image or DEFAULT_MODEL_LOADER_IMAGE,
             model_cache=loader.shared_cache,
+            scheduler_name=settings.scheduler_name,
             warnings=warnings,
         )
     except RenderError as err:

@@ -89,6 +89,7 @@ def render_manifests(
     plugins: PluginSource | None = None,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
     model_cache: SharedCache | None = None,
+    scheduler_name: str | None = None,
     warnings: list[RenderWarning] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the operator would create for ``documents``.
@@ -149,6 +150,7 @@ def render_manifests(
                         plugins,
                         model_loader_image=model_loader_image,
                         model_cache=model_cache,
+                        scheduler_name=scheduler_name,
                         problems=problems,
                     )
                 except BackendRuntimeNotFound as err:

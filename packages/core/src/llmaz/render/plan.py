@@ -186,6 +186,7 @@ def plan_tree(
     *,
     model_loader_image: str = DEFAULT_MODEL_LOADER_IMAGE,
     model_cache: SharedCache | None = None,
+    scheduler_name: str | None = None,
     problems: list[AutoscalingProblem] | None = None,
 ) -> list[dict[str, Any]]:
     """Everything ``obj`` leads to, as ``llmaz render`` prints it: for a Playground its inference
@@ -195,8 +196,13 @@ def plan_tree(
     :param problems: when given, a Playground's autoscaler problems (:attr:`Plan.problems`) are
         appended to it.
     """
+    settings: dict[str, Any] = {
+        "model_loader_image": model_loader_image,
+        "model_cache": model_cache,
+        "scheduler_name": scheduler_name,
+    }
     if isinstance(obj, Service):
-        return list(plan(obj, models, model_loader_image=model_loader_image, model_cache=model_cache).objects)
+        return list(plan(obj, models, **settings).objects)
     top = plan(obj, models, runtimes, plugins)
     if problems is not None:
         problems.extend(top.problems)
@@ -204,7 +210,5 @@ def plan_tree(
         raise AssertionError("the plan of a Playground has no inference Service")
     service_doc, *rest = top.objects
     backend = plugins.get_backend(backend_name(obj)) if plugins is not None else None
-    children = plan(
-        top.service, models, backend=backend, model_loader_image=model_loader_image, model_cache=model_cache
-    )
+    children = plan(top.service, models, backend=backend, **settings)
     return [service_doc, *children.objects, *rest]
