@@ -1,8 +1,9 @@
 """The shared per-node model cache (operator setting ``modelLoader.sharedCache``), and the operator
 setting ``schedulerName``, on the real control plane: the REAL operator (``llmaz operator run``,
-ServiceAccount bound to exactly :data:`llmaz.operator.rbac.RULES`) renders them, the real API server admits the LeaderWorkerSets and the
-real LWS controller's pods, and the real scheduler places them. KWOK nodes stand in for kubelets, so
-no loader runs here: two loaders sharing one cache are tested in ``packages/core/tests/loader``.
+ServiceAccount bound to exactly :data:`llmaz.operator.rbac.RULES`) renders them, the real API server
+admits the LeaderWorkerSets and the real LWS controller's pods, and the real scheduler places them.
+KWOK nodes stand in for kubelets, so no loader runs here: two loaders sharing one cache are tested
+in ``packages/core/tests/loader``.
 """
 
 from __future__ import annotations
