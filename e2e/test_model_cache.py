@@ -121,4 +121,5 @@ def test_the_configured_scheduler_name_is_on_every_lws_template_and_not_on_the_s
     assert service is not None
     workload = service["spec"]["workloadTemplate"]  # the LWS's leaderWorkerTemplate, as the user wrote it
     written = [workload[t]["spec"] for t in ("leaderTemplate", "workerTemplate") if t in workload]
-    assert written and not [spec for spec in written if "schedulerName" in spec]
+    assert written
+    assert not [spec for spec in written if "schedulerName" in spec]
