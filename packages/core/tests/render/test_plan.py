@@ -146,7 +146,7 @@ def _runner_args(
     ("backend", "flag"),
     [
         ("vllm", "--tensor-parallel-size"),
-        ("sglang", "--tp"),
+        ("sglang", "--tp-size"),
         ("tgi", "--num-shard"),
         ("tensorrt-llm", "--tp_size"),
     ],
@@ -172,7 +172,7 @@ def test_single_host_tensor_parallel_defaults_to_the_flavor_gpu_count(
     [
         ("vllm", ["-tp", "1"]),  # vLLM's short alias, as in Go llmaz's speculative-decoding config
         ("vllm", ["--tensor_parallel_size=1"]),  # vLLM takes '_' for '-'
-        ("sglang", ["--tp-size", "1"]),
+        ("sglang", ["--tp", "1"]),  # argparse's abbreviation of --tp-size, which SGLang accepts
         ("sglang", ["--tensor-parallel-size", "1"]),
     ],
 )
@@ -188,7 +188,7 @@ def test_a_degree_the_user_set_under_another_name_is_not_overridden(
 
 
 def test_a_multi_host_sglang_tp_counts_every_gpu_of_the_group(plugins: PluginManager) -> None:
-    """SGLang's ``--tp`` with ``--nnodes`` is the degree over all nodes (its docs: ``--tp 16
+    """SGLang's ``--tp-size`` with ``--nnodes`` is the degree over all nodes (its docs: ``--tp 16
     --nnodes 2`` for two 8-GPU nodes); one pod's count would leave half the GPUs idle."""
     model = _with_flavor({"name": "a100x8x2", "limits": {"nvidia.com/gpu": 8}, "params": {"NODES": "2"}})
     tree = plan_tree(playground(backendRuntimeConfig={"backendName": "sglang"}), {"qwen": model}, {}, plugins)
@@ -197,7 +197,7 @@ def test_a_multi_host_sglang_tp_counts_every_gpu_of_the_group(plugins: PluginMan
     assert lwt["size"] == 2
     for template in (lwt["leaderTemplate"], lwt["workerTemplate"]):
         args = template["spec"]["containers"][0]["args"]
-        assert args[args.index("--tp") + 1] == "16"
+        assert args[args.index("--tp-size") + 1] == "16"
 
 
 def test_backend_without_tensor_parallel_flag_gets_none(plugins: PluginManager) -> None:

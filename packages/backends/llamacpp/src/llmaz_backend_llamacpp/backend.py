@@ -52,11 +52,16 @@ class LlamaCppBackend(Backend):
                 name=SPECULATIVE_CONFIG,
                 args=[
                     *self._serve_args(),
-                    "-md",
+                    # a plain draft model enables nothing by itself: the type says to use it
+                    # (llama.cpp infers a type only for MTP/EAGLE3/DFlash drafts); the old
+                    # --draft-max/--draft-min are refused by current builds, which then exit
+                    "--spec-draft-model",
                     placeholder(DRAFT_MODEL_PATH),
-                    "--draft-max",
+                    "--spec-type",
+                    "draft-simple",
+                    "--spec-draft-n-max",
                     "16",
-                    "--draft-min",
+                    "--spec-draft-n-min",
                     "5",
                 ],
             ),

@@ -27,8 +27,9 @@ class SGLangBackend(Backend):
     image: ClassVar[str] = "lmsysorg/sglang"
     version: ClassVar[str] = "v0.5.19-cu129"
     docs_url: ClassVar[str] = "https://docs.sglang.ai/advanced_features/server_arguments.html"
-    tensor_parallel_flag: ClassVar[str | None] = "--tp"
-    tensor_parallel_aliases: ClassVar[tuple[str, ...]] = ("--tp-size", "--tensor-parallel-size")
+    tensor_parallel_flag: ClassVar[str | None] = "--tp-size"
+    # "--tp" works only as argparse's abbreviation of --tp-size (SGLang declares no such option)
+    tensor_parallel_aliases: ClassVar[tuple[str, ...]] = ("--tp", "--tensor-parallel-size")
     model_name_flag: ClassVar[str | None] = "--served-model-name"
     readiness_path: ClassVar[str | None] = "/health_generate"
     drain_metrics: ClassVar[tuple[str, ...]] = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
@@ -60,7 +61,7 @@ class SGLangBackend(Backend):
 
     def _distributed_args(self) -> list[str]:
         return [
-            "--tp",
+            "--tp-size",
             placeholder("TP"),
             "--dist-init-addr",
             f"$(LWS_LEADER_ADDRESS):{DIST_INIT_PORT}",

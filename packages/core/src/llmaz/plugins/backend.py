@@ -86,7 +86,7 @@ class MultiHostRecipe(BaseModel):
         default=False,
         description=(
             "Whether the engine's tensor-parallel degree counts the GPUs of the whole group "
-            "(SGLang's --tp with --nnodes), so {{ .TP }} defaults to the GPUs of one pod times the "
+            "(SGLang's --tp-size with --nnodes), so {{ .TP }} defaults to the GPUs of one pod times the "
             "pods per group; False: one pod's (vLLM, whose pipeline stages span the nodes)."
         ),
     )

@@ -187,7 +187,7 @@ def template_variables(
 ) -> tuple[dict[str, str | None], dict[str, str]]:
     """The values of the template variables, and why a missing one is missing. Without a ``TP``
     param, ``{{ .TP }}`` is the accelerators of ``tp_pods`` pods: one pod's, or a multi-host
-    group's when the engine's tensor parallelism spans the group (SGLang's ``--tp``)."""
+    group's when the engine's tensor parallelism spans the group (SGLang's ``--tp-size``)."""
     main = claimed.main
     per_pod = accelerator_count(flavor)
     variables: dict[str, str | None] = {
