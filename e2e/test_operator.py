@@ -1108,6 +1108,43 @@ def _node(name: str, labels: dict[str, str], *, kubelet: bool) -> dict[str, Any]
     return node
 
 
+def test_pod_settings_place_a_playground_on_a_tainted_dedicated_node(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """``spec.pod`` on the real path: the CRD stores it, the operator renders it, the real LWS
+    controller creates the pod from it and the real scheduler places that pod on the one node it
+    selects and tolerates (a KWOK node tainted for this test only). A setting lost anywhere would
+    leave the pod elsewhere or Pending. A label llmaz sets itself is refused at admission."""
+    node = _node(f"ded-{namespace}"[:40].rstrip("-"), {"example.com/dedicated": namespace}, kubelet=True)
+    node["spec"] = {"taints": [{"key": "example.com/dedicated", "value": namespace, "effect": "NoSchedule"}]}
+    node_name = node["metadata"]["name"]
+    pod_settings = {
+        "nodeSelector": {"example.com/dedicated": namespace},
+        "tolerations": [
+            {"key": "example.com/dedicated", "operator": "Equal", "value": namespace, "effect": "NoSchedule"}
+        ],
+        "imagePullSecrets": [{"name": "registry-credentials"}],
+        "labels": {"team": "search"},
+        "annotations": {"example.com/cost-center": "42"},
+    }
+    cp.apply([node, model("qwen-ded"), playground("ded", namespace, "qwen-ded", pod=pod_settings)])
+    try:
+        wait_until(lambda: reason(cp, "pl/ded", namespace) == "Available", "Available", 60, operator.log)
+        pod = _serving_pod(cp, namespace, "ded")
+        assert pod["spec"]["nodeName"] == node_name
+        assert pod["spec"]["imagePullSecrets"] == [{"name": "registry-credentials"}]
+        assert pod["metadata"]["labels"]["team"] == "search"
+        assert pod["metadata"]["labels"]["llmaz.io/model-name"] == "qwen-ded"
+        assert pod["metadata"]["annotations"]["example.com/cost-center"] == "42"
+    finally:
+        cp.kubectl("delete", "node", node_name, "--wait=false", check=False)
+
+    bad = playground("bad-label", namespace, "qwen-ded", pod={"labels": {"llmaz.io/model-name": "x"}})
+    refused = cp.kubectl("apply", "-f", "-", input=[bad], check=False)
+    assert refused.returncode != 0
+    assert "spec.pod.labels: Forbidden: labels under llmaz.io/" in refused.stderr
+
+
 def test_preheat_fills_every_selected_node_follows_new_nodes_and_stops_with_the_label(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:

@@ -20,6 +20,7 @@ from llmaz.api._base import (
     Resource,
     ScaleSubresource,
     Scope,
+    ShortString,
 )
 from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names for them)
     ANNOTATION_FLAVORS,
@@ -34,11 +35,13 @@ from llmaz.api.k8s import (
     HorizontalPodAutoscalerBehavior,
     IntOrString,
     Lifecycle,
+    LocalObjectReference,
     MetricSpec,
     PodTemplateSpec,
     Probe,
     Quantity,
     ResourceList,
+    Toleration,
 )
 
 GROUP = "inference.llmaz.io"
@@ -256,6 +259,68 @@ class ElasticConfig(ApiModel):
     )
 
 
+RESERVED_POD_KEY_PREFIXES = ("llmaz.io/", "leaderworkerset.sigs.k8s.io/")
+"""Label and annotation prefixes on pods that llmaz and LeaderWorkerSet set themselves."""
+
+_RESERVED_KEY_TEST = " || ".join(f"k.startsWith('{p}')" for p in RESERVED_POD_KEY_PREFIXES)
+
+
+class PodSettings(ApiModel):
+    """Settings of a Playground's serving pods, leader and workers alike: what a cluster asks of
+    pods before it runs them (tolerations for tainted GPU nodes, an image pull Secret for a private
+    registry, a service account, a priority class...). llmaz's own labels, annotations and node
+    affinity (from the flavors) are added to these, never replaced by them."""
+
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        CelRule(
+            id="pod-labels-not-reserved",
+            rule=f"!has(self.labels) || !self.labels.exists(k, {_RESERVED_KEY_TEST})",
+            message="labels under " + " and ".join(RESERVED_POD_KEY_PREFIXES) + " are set by llmaz",
+            field_path=".labels",
+            reason="FieldValueForbidden",
+        ),
+        CelRule(
+            id="pod-annotations-not-reserved",
+            rule=f"!has(self.annotations) || !self.annotations.exists(k, {_RESERVED_KEY_TEST})",
+            message="annotations under " + " and ".join(RESERVED_POD_KEY_PREFIXES) + " are set by llmaz",
+            field_path=".annotations",
+            reason="FieldValueForbidden",
+        ),
+    )
+
+    labels: dict[str, ShortString] | None = Field(
+        default=None, max_length=64, description="Added to the pods' labels."
+    )
+    annotations: dict[str, Arg] | None = Field(
+        default=None, max_length=64, description="Added to the pods' annotations."
+    )
+    node_selector: dict[str, ShortString] | None = Field(
+        default=None,
+        max_length=32,
+        description="Node labels the pods must run on, on top of the claimed flavors' node selectors.",
+    )
+    tolerations: list[Toleration] | None = Field(
+        default=None, max_length=32, description="Taints the pods tolerate, e.g. nvidia.com/gpu:NoSchedule."
+    )
+    image_pull_secrets: list[LocalObjectReference] | None = Field(
+        default=None, max_length=16, description="Secrets for pulling the engine and loader images."
+    )
+    service_account_name: str | None = Field(
+        default=None, max_length=253, description="Service account the pods run as."
+    )
+    priority_class_name: str | None = Field(
+        default=None, max_length=253, description="PriorityClass of the pods."
+    )
+    runtime_class_name: str | None = Field(
+        default=None, max_length=253, description="RuntimeClass of the pods."
+    )
+    scheduler_name: str | None = Field(
+        default=None,
+        max_length=253,
+        description="Scheduler of the pods; overrides the operator's schedulerName setting.",
+    )
+
+
 class PlaygroundSpec(ApiModel):
     """A model served by a backend."""
 
@@ -277,6 +342,11 @@ class PlaygroundSpec(ApiModel):
         default=None, description="The backend (vllm by default) and its overrides."
     )
     elastic_config: ElasticConfig | None = Field(default=None, description="Autoscaling bounds.")
+    pod: PodSettings | None = Field(
+        default=None,
+        description="Settings of the serving pods: tolerations, node selector, image pull Secrets, "
+        "service account, labels and annotations...",
+    )
 
 
 class FlavorStatus(ApiModel):

@@ -64,6 +64,8 @@ HorizontalPodAutoscalerBehavior = Annotated[
     dict[str, Any], _k8s("io.k8s.api.autoscaling.v2.HorizontalPodAutoscalerBehavior")
 ]
 EnvVarSource = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.EnvVarSource")]
+Toleration = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.Toleration")]
+LocalObjectReference = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.LocalObjectReference")]
 
 
 class EnvVar(ApiModel):

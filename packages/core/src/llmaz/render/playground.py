@@ -38,7 +38,7 @@ from llmaz.api.conventions import (
     MODEL_RUNNER,
     SPECULATIVE_CONFIG,
 )
-from llmaz.api.inference import DEFAULT_ROLLOUT_STRATEGY, MAX_GROUP_SIZE
+from llmaz.api.inference import DEFAULT_ROLLOUT_STRATEGY, MAX_GROUP_SIZE, PodSettings
 from llmaz.api.quantity import to_str
 from llmaz.plugins.autoscaler import (
     ANNOTATION_AUTOSCALER,
@@ -253,6 +253,25 @@ def _pod_template(
         template["metadata"] = meta
     template["spec"] = spec
     return template
+
+
+def _apply_pod_settings(spec: dict[str, Any], settings: PodSettings) -> None:
+    """The Playground's ``spec.pod`` on a pod spec (labels and annotations go with llmaz's own,
+    which win: :func:`render_playground`). Copies: every template gets its own."""
+    if settings.node_selector:
+        spec["nodeSelector"] = dict(sorted(settings.node_selector.items()))
+    if settings.tolerations:
+        spec["tolerations"] = copy.deepcopy(settings.tolerations)
+    if settings.image_pull_secrets:
+        spec["imagePullSecrets"] = copy.deepcopy(settings.image_pull_secrets)
+    for key, value in (
+        ("serviceAccountName", settings.service_account_name),
+        ("priorityClassName", settings.priority_class_name),
+        ("runtimeClassName", settings.runtime_class_name),
+        ("schedulerName", settings.scheduler_name),
+    ):
+        if value:
+            spec[key] = value
 
 
 def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> dict[str, Any] | None:
@@ -566,14 +585,18 @@ def render_playground(
     compatible = flavor_mod.compatible(flavors, selected)
     affinity = _with_hints(compatible, (o for _, o in scaling.outputs))
 
+    settings = playground.spec.pod
+
     def template(container: dict[str, Any]) -> dict[str, Any]:
         t = _pod_template(
             container=container,
             shm=runner_spec.shm,
             grace=runner_spec.grace,
-            labels=pod_labels,
-            annotations=pod_annotations,
+            labels={**((settings.labels or {}) if settings else {}), **pod_labels},
+            annotations={**((settings.annotations or {}) if settings else {}), **pod_annotations},
         )
+        if settings is not None:
+            _apply_pod_settings(t["spec"], settings)
         if affinity:
             t["spec"]["affinity"] = {"nodeAffinity": copy.deepcopy(affinity)}
         return t
