@@ -180,7 +180,7 @@ def render(
             plugins=plugins,
             model_loader_image=model_loader_image or loader.image or DEFAULT_MODEL_LOADER_IMAGE,
             model_cache=loader.shared_cache,
-            scheduler_name=settings.scheduler_name,
+            scheduler_name=settings.scheduler_name or None,
             warnings=warnings,
         )
     except RenderError as err:

@@ -214,11 +214,12 @@ class OperatorConfig(ApiModel):
     webhook: Webhook = Field(default_factory=Webhook)
     flavor_fallback: FlavorFallback = Field(default_factory=FlavorFallback)
     model_loader: ModelLoader = Field(default_factory=ModelLoader)
-    scheduler_name: Name | None = Field(
-        default=None,
+    scheduler_name: str = Field(
+        default="",
+        max_length=253,
         description=(
             "schedulerName of every inference pod template that names none (llmaz (Go)'s global "
-            "scheduler-name), e.g. a second scheduler; unset: the cluster's default scheduler."
+            "scheduler-name), e.g. a second scheduler; empty: the cluster's default scheduler."
         ),
     )
     dra: DraSettings = Field(default_factory=DraSettings)

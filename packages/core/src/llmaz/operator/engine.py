@@ -784,7 +784,7 @@ async def reconcile_service(rt: Runtime, idx: Indexes, snap: Snapshot) -> None:
                     models_by_name(rt, idx),
                     model_loader_image=rt.config.model_loader.image or DEFAULT_MODEL_LOADER_IMAGE,
                     model_cache=rt.config.model_loader.shared_cache,
-                    scheduler_name=rt.config.scheduler_name,
+                    scheduler_name=rt.config.scheduler_name or None,
                     backend=rt.plugins.get_backend(backend_name) if backend_name is not None else None,
                     dra=rt.config.dra,
                 )
