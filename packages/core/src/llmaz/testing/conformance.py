@@ -39,7 +39,12 @@ from llmaz.plugins import (
 )
 from llmaz.plugins.backend import DEFAULT_GRACE_PERIOD_SECONDS, LWS_ENV, PLACEHOLDER
 
-__all__ = ["AutoscalerConformanceTests", "BackendConformanceTests", "sample_autoscaling_inputs"]
+__all__ = [
+    "AutoscalerConformanceTests",
+    "BackendConformanceTests",
+    "rendered_commands",
+    "sample_autoscaling_inputs",
+]
 
 _ANY_BRACES = re.compile(r"\{\{(.*?)\}\}")
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -54,6 +59,19 @@ def _variables(texts: list[str]) -> list[str]:
             whole = match.group(0)
             ok = PLACEHOLDER.fullmatch(whole)
             found.append(ok.group(1) if ok else whole)
+    return found
+
+
+def rendered_commands(backend: Backend) -> dict[str, tuple[list[str], list[str]]]:
+    """Every container command and args the backend renders, by where they go: ``config <name>``
+    (its command, ``[]`` for the image's entrypoint, with that recommended config's args) and, for a
+    multi-host backend, ``multi-host leader`` and ``multi-host worker``."""
+    command = backend.command() or []
+    found = {f"config {c.name}": (list(command), list(c.args or [])) for c in backend.recommended_configs()}
+    recipe = backend.multi_host_recipe()
+    if recipe is not None:
+        found["multi-host leader"] = (list(recipe.leader_command), list(recipe.leader_args))
+        found["multi-host worker"] = (list(recipe.worker_command), list(recipe.worker_args))
     return found
 
 
@@ -128,18 +146,8 @@ class BackendConformanceTests:
         names = [c.name for c in backend.recommended_configs()]
         assert len(names) == len(set(names)), names
 
-    def test_every_placeholder_is_known(
-        self, backend: Backend, configs: dict[str, RecommendedConfig]
-    ) -> None:
-        texts = [a for c in configs.values() for a in c.args or []]
-        recipe = backend.multi_host_recipe()
-        if recipe is not None:
-            texts += [
-                *recipe.leader_command,
-                *recipe.leader_args,
-                *recipe.worker_command,
-                *recipe.worker_args,
-            ]
+    def test_every_placeholder_is_known(self, backend: Backend) -> None:
+        texts = [word for parts in rendered_commands(backend).values() for part in parts for word in part]
         unknown = sorted(set(_variables(texts)) - KNOWN_VARIABLES)
         assert not unknown, f"unknown or malformed placeholders {unknown}; known: {sorted(KNOWN_VARIABLES)}"
 
