@@ -8,7 +8,8 @@ docs/development/engine-flags.md."""
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from pathlib import Path
+from typing import IO, ClassVar
 
 import pytest
 
@@ -17,12 +18,15 @@ from llmaz.plugins import SPECULATIVE_CONFIG, Backend, MultiHostRecipe, PluginMa
 from llmaz_backend_llamacpp import LlamaCppBackend
 from llmaz_backend_sglang import SGLangBackend
 from llmaz_backend_vllm import VLLMBackend
+from llmaz_devkit import engineflags
 from llmaz_devkit.engineflags import (
     ENGINE_SOURCES,
     UNCHECKED,
     Declared,
+    EngineSourceError,
     Status,
     declared_options,
+    fetch_sources,
     pypi_version_of_image,
     rendered_options,
     undeclared,
@@ -191,3 +195,27 @@ def test_a_leader_that_never_starts_the_engine_is_reported() -> None:
 )
 def test_pypi_version_of_image(tag: str, release: str | None) -> None:
     assert pypi_version_of_image(tag) == release
+
+
+# ---- fetching (no network) -----------------------------------------------------------------------
+def test_an_unreachable_index_is_an_error_naming_package_and_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engineflags, "INDEX", "http://127.0.0.1:9/simple")
+    with pytest.raises(EngineSourceError, match=r"vllm==0\.25\.0 at http://127\.0\.0\.1:9/simple/vllm/"):
+        fetch_sources(ENGINE_SOURCES["vllm"], cache=tmp_path)
+
+
+def test_an_interrupted_download_leaves_no_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def release_file(source: engineflags.EngineSource) -> tuple[str, str, str]:
+        return "vllm-0.25.0.tar.gz", "https://files.example/vllm-0.25.0.tar.gz", "0" * 64
+
+    def download(url: str, into: IO[bytes], sha256: str, pin: str) -> None:
+        into.write(b"\x1f\x8b half an archive")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(engineflags, "_release_file", release_file)
+    monkeypatch.setattr(engineflags, "_download", download)
+    with pytest.raises(KeyboardInterrupt):
+        fetch_sources(ENGINE_SOURCES["vllm"], cache=tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -19,6 +19,7 @@ import ast
 import difflib
 import enum
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -26,7 +27,6 @@ import shlex
 import shutil
 import tarfile
 import tempfile
-import urllib.error
 import urllib.request
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -326,7 +326,7 @@ def _release_file(source: EngineSource) -> tuple[str, str, str]:
     try:
         with urllib.request.urlopen(request, timeout=60) as response:
             listing = json.load(response)
-    except (urllib.error.URLError, TimeoutError, ValueError) as exc:
+    except (OSError, http.client.HTTPException, ValueError) as exc:  # URLError is an OSError
         raise EngineSourceError(f"cannot list {source.pin} at {url}: {exc}") from exc
     candidates = []
     for entry in listing.get("files", []):
@@ -352,7 +352,7 @@ def _download(url: str, into: IO[bytes], sha256: str, pin: str) -> None:
             while chunk := response.read(1 << 20):
                 digest.update(chunk)
                 into.write(chunk)
-    except (urllib.error.URLError, TimeoutError) as exc:
+    except (OSError, http.client.HTTPException) as exc:
         raise EngineSourceError(f"cannot download {pin} from {url}: {exc}") from exc
     if digest.hexdigest() != sha256:
         raise EngineSourceError(f"{pin} from {url}: sha256 {digest.hexdigest()}, the index says {sha256}")
