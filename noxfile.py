@@ -86,9 +86,11 @@ def typecheck(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("package", _packages())
 def tests(session: nox.Session, package: str) -> None:
-    """Unit, snapshot and conformance tests of one workspace package (no cluster). No network, but
-    for the devkit's engine-option check: on its first run it downloads the engines' release files
-    from PyPI into ~/.cache/llmaz/engine-sources (docs/development/engine-flags.md)."""
+    """Unit, snapshot and conformance tests of one workspace package (no cluster, PyPI at most).
+
+    The only network use: the devkit's engine-option check downloads the engines' release files from
+    PyPI on its first run, into ~/.cache/llmaz/engine-sources (docs/development/engine-flags.md).
+    """
     session.run(PY, "-m", "pytest", package, *session.posargs)
 
 
