@@ -221,7 +221,7 @@ def parse_sglang(files: Files) -> dict[str, Status]:
 LLAMACPP_ARGS = "vendor/llama.cpp/common/arg.cpp"
 _CPP_LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
 _COMMON_ARG = re.compile(r"\bcommon_arg\(\s*")
-_STRING_LIST = re.compile(r'\{\s*("[^"]*"(?:\s*,\s*"[^"]*")*)\s*\}\s*')
+_STRING_LIST = re.compile(r',?\s*\{\s*("[^"]*"(?:\s*,\s*"[^"]*")*)\s*\}\s*')
 _SET = re.compile(r"\.set_(examples|excludes)\(\s*\{([^}]*)\}")
 
 
@@ -242,9 +242,9 @@ def parse_llamacpp(files: Files) -> dict[str, Status]:
             if not match:
                 break
             names += re.findall(r'"([^"]*)"', match.group(1))
-            at = match.end() + (1 if block[match.end() : match.end() + 1] == "," else 0)
-            while at < len(block) and block[at].isspace():
-                at += 1
+            at = match.end()
+        if not names:
+            raise EngineSourceError(f"{LLAMACPP_ARGS}: a common_arg without an option list: {block[:80]!r}")
         if "set_preset_only()" in block:  # preset-file keys, not command-line options
             continue
         sets = {kind: set(re.findall(r"LLAMA_EXAMPLE_\w+", body)) for kind, body in _SET.findall(block)}
