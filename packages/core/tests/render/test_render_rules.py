@@ -326,3 +326,20 @@ def test_two_claimed_models_loaded_into_one_folder_are_an_error_naming_both(plug
     assert {"model-volume", "model-volume-1"} <= {m["name"] for m in runner(template)["volumeMounts"]}
     for init in template["spec"]["initContainers"]:
         assert {m["name"] for m in init["volumeMounts"]} <= declared
+
+
+def test_a_model_that_is_its_own_draft_is_not_a_folder_clash(plugins: Any) -> None:
+    """Main and draft the same OpenModel: one source, fetched and mounted once (the reliability
+    suite's "cycles" scenario). Before, the folder-clash check refused it, and before that check
+    the pod template mounted an undeclared second model volume."""
+    backend = plugins.get_backend("vllm")
+    models = [model("qwen", hub("Qwen/Qwen2-0.5B-Instruct"))]
+    claims = {"modelClaims": {"models": [{"name": "qwen"}, {"name": "qwen", "role": "draft"}]}}
+    rendered = render_playground(
+        playground("self-draft", claims), models, backend.backend_runtime(), backend=backend
+    )
+    svc = Service.from_manifest(rendered.objects[0])
+    template = templates(one(render_service(svc, models, backend=backend).objects, "LeaderWorkerSet"))[0]
+    declared = {v["name"] for v in template["spec"]["volumes"]}
+    for container in [*template["spec"]["initContainers"], runner(template)]:
+        assert {m["name"] for m in container["volumeMounts"]} <= declared

@@ -106,14 +106,15 @@ def _check_loaded_apart(claimed: Claimed, skip_loader: bool) -> None:
     after a hub model's id or file name, or an object-store path's last segment, so
     ``s3://b/llama-70b/hf`` and ``s3://b/llama-1b/hf`` would both be ``models--hf``: one loader
     would write over the other's files, and the pod could not even be created (the second
-    model's volume is not mounted)."""
+    model's volume is not mounted). One model claimed twice (its own draft) is one folder, as
+    before: that is not a clash."""
     loaded: dict[str, ResolvedSource] = {}
     for source in claimed.sources:
         if not source.needs_loader(skip_loader):
             continue
         where = source.local_path()
         first = loaded.setdefault(where, source)
-        if first is not source:
+        if first is not source and first.name != source.name:
             raise InvalidModelClaims(
                 "spec.modelClaims.models",
                 f"models {first.name!r} and {source.name!r} would both be loaded into {where} (a model's "
@@ -161,7 +162,11 @@ def _inject(
     volume_names = {v.get("name") for v in volumes}
     init = spec.get("initContainers") or []
     mount_paths = {m.get("mountPath") for m in (runner or {}).get("volumeMounts") or []}
+    fetched: set[str] = set()
     for source in claimed.sources:
+        if source.name in fetched:
+            continue  # one model claimed twice (its own draft): fetched and mounted once
+        fetched.add(source.name)
         if source.needs_loader(skip_loader):
             init.append(loader_container(source, loader_image, runner, cache))
         volume, mount = _volumes_and_mounts(source, skip_loader, cache)
