@@ -262,7 +262,17 @@ class ElasticConfig(ApiModel):
 RESERVED_POD_KEY_PREFIXES = ("llmaz.io/", "leaderworkerset.sigs.k8s.io/")
 """Label and annotation prefixes on pods that llmaz and LeaderWorkerSet set themselves."""
 
-_RESERVED_KEY_TEST = " || ".join(f"k.startsWith('{p}')" for p in RESERVED_POD_KEY_PREFIXES)
+
+def _no_reserved_keys(field: str) -> CelRule:
+    """No key of the map ``field`` under :data:`RESERVED_POD_KEY_PREFIXES`."""
+    reserved = " || ".join(f"k.startsWith('{p}')" for p in RESERVED_POD_KEY_PREFIXES)
+    return CelRule(
+        id=f"pod-{field}-not-reserved",
+        rule=f"!has(self.{field}) || !self.{field}.exists(k, {reserved})",
+        message=f"{field} under " + " and ".join(RESERVED_POD_KEY_PREFIXES) + " are set by llmaz",
+        field_path=f".{field}",
+        reason="FieldValueForbidden",
+    )
 
 
 class PodSettings(ApiModel):
@@ -271,22 +281,7 @@ class PodSettings(ApiModel):
     registry, a service account, a priority class...). llmaz's own labels, annotations and node
     affinity (from the flavors) are added to these, never replaced by them."""
 
-    cel_rules: ClassVar[tuple[CelRule, ...]] = (
-        CelRule(
-            id="pod-labels-not-reserved",
-            rule=f"!has(self.labels) || !self.labels.exists(k, {_RESERVED_KEY_TEST})",
-            message="labels under " + " and ".join(RESERVED_POD_KEY_PREFIXES) + " are set by llmaz",
-            field_path=".labels",
-            reason="FieldValueForbidden",
-        ),
-        CelRule(
-            id="pod-annotations-not-reserved",
-            rule=f"!has(self.annotations) || !self.annotations.exists(k, {_RESERVED_KEY_TEST})",
-            message="annotations under " + " and ".join(RESERVED_POD_KEY_PREFIXES) + " are set by llmaz",
-            field_path=".annotations",
-            reason="FieldValueForbidden",
-        ),
-    )
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (_no_reserved_keys("labels"), _no_reserved_keys("annotations"))
 
     labels: dict[str, ShortString] | None = Field(
         default=None, max_length=64, description="Added to the pods' labels."
