@@ -620,14 +620,15 @@ def run_demo(
 ) -> None:
     docs = load_examples(examples)
     workloads = describe(docs)
-    crds = llmaz_crd_documents()
     t0 = time.monotonic()
     cp: ControlPlane | None = None
     with contextlib.ExitStack() as stack:
         # also with --kubeconfig: its chart and operator files go into the work dir, which must
-        # not be a running demo's or a directory the demo did not make
+        # not be a running demo's or a directory the demo did not make. Checked first: what
+        # follows may build the Go tools (minutes on a new machine) before it can refuse.
         stack.enter_context(claim_workdir(workdir))
         reset_workdir(workdir)
+        crds = llmaz_crd_documents()  # helm renders them: the Go tools are built here if missing
         if kubeconfig is None:
             console.print(
                 "[bold]Booting[/bold] etcd, kube-apiserver, controller-manager, scheduler, KWOK and LWS "
