@@ -25,7 +25,7 @@ from chart_helpers import CHART_SOURCE, Helm, assembled_chart
 
 from llmaz.api import OpenModel, Playground
 from llmaz.plugins import ANNOTATION_AUTOSCALER, AutoscalingInput, Backend, PluginManager
-from llmaz.render.gateway import GatewayRef, render_ai_gateway_route
+from llmaz.render.gateway import GatewayRef, render_ai_gateway_routes
 from llmaz.render.integrations import render_integrations, stale_objects
 from llmaz.render.monitoring import render_operator_service_monitor
 from llmaz.render.workload import Workload
@@ -245,8 +245,7 @@ def test_two_playgrounds_one_route_deleting_one_leaves_one_rule(
         pgs[name] = control_plane.get_json("playground.inference.llmaz.io", name, "-n", namespace)
     workloads = {n: Workload.of(_playground(n, namespace), _model(n), port=8080) for n in pgs}
 
-    route = render_ai_gateway_route(GATEWAY, namespace, workloads.values())
-    assert route is not None
+    ((route, _),) = render_ai_gateway_routes(GATEWAY, namespace, workloads.values())
     _ssa(control_plane, [_owned(route, list(pgs.values()))])
     stored = _get(control_plane, route)
     assert _rules(stored) == ["llama", "qwen"]
@@ -255,8 +254,7 @@ def test_two_playgrounds_one_route_deleting_one_leaves_one_rule(
 
     # llama's Playground is deleted: the operator re-renders from the remaining workloads
     control_plane.kubectl("delete", "playground.inference.llmaz.io", "llama", "-n", namespace)
-    after = render_ai_gateway_route(GATEWAY, namespace, [workloads["qwen"]])
-    assert after is not None
+    ((after, _),) = render_ai_gateway_routes(GATEWAY, namespace, [workloads["qwen"]])
     _ssa(control_plane, [_owned(after, [pgs["qwen"]])])
     stored = _get(control_plane, route)
     assert _rules(stored) == ["qwen"]

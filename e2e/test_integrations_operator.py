@@ -32,6 +32,7 @@ from operator_helpers import (
 )
 from test_integrations import AI_GATEWAY_KINDS, _stand_in_crd
 
+from llmaz.render.gateway import MAX_ROUTE_RULES
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
 from llmaz_devkit.cluster import ControlPlane
 from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
@@ -210,6 +211,39 @@ def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when
         warnings = [line for line in op.log.read_text().splitlines() if "is not installed" in line]
         assert len(warnings) == len(set(warnings)), warnings
         assert op.stop() == 0
+
+
+def test_more_models_than_one_route_holds_go_into_a_second_route_that_goes_when_they_do(
+    control_plane: ControlPlane, gateway_crds: None, namespace: str, tmp_path: Path
+) -> None:
+    # Envoy AI Gateway builds one HTTPRoute (at most 16 rules, one its own) from each AIGatewayRoute
+    cp = control_plane
+    models = [f"m{i:02d}-{namespace}"[:63] for i in range(MAX_ROUTE_RULES + 1)]
+    second = f"{ROUTE}-2"
+    with _started(cp, tmp_path, ai_gateway=True) as op:
+        _wait_ready(op)
+        cp.apply([model(m) for m in models])
+        cp.apply([playground(f"p{i:02d}", namespace, m, replicas=0) for i, m in enumerate(models)])
+        wait_until(lambda: _rules(cp, namespace) == models[:15], "15 rules in the first route", 90, op.log)
+        wait_until(lambda: get(cp, second, namespace) is not None, "a second route", 60, op.log)
+        route = get(cp, second, namespace)
+        assert route is not None
+        assert [r["matches"][0]["headers"][0]["value"] for r in route["spec"]["rules"]] == [models[15]]
+        assert [r["name"] for r in route["metadata"]["ownerReferences"]] == ["p15"]
+        assert "schema" not in route["spec"]
+        first = get(cp, ROUTE, namespace)
+        assert first is not None
+        assert len(first["metadata"]["ownerReferences"]) == 15
+
+        # the sixteenth Playground goes: its route goes, the first is not rewritten
+        cp.kubectl("delete", "pl", "p15", "-n", namespace)
+        wait_until(lambda: get(cp, second, namespace) is None, "the second route to go", 60, op.log)
+        after = get(cp, ROUTE, namespace)
+        assert after is not None
+        assert after["metadata"]["resourceVersion"] == first["metadata"]["resourceVersion"]
+        assert op.stop() == 0
+    cp.kubectl("delete", "pl", "--all", "-n", namespace, "--wait=false")
+    cp.kubectl("delete", "openmodel", *models, "--wait=false")
 
 
 def _gateway(namespace: str) -> dict[str, Any]:

@@ -12,8 +12,7 @@ from llmaz.render.gateway import (
     MAX_ROUTE_RULES,
     MODEL_HEADER,
     GatewayRef,
-    TooManyModels,
-    render_ai_gateway_route,
+    render_ai_gateway_routes,
     render_ai_service_backend,
 )
 from llmaz.render.inference_pool import InvalidInferenceModel, render_inference_pool
@@ -28,6 +27,13 @@ ALL_ON = {"ai_gateway": True, "http_route": True, "inference_pool": True, "pod_m
 
 def rule_models(route: dict) -> list[str]:
     return [r["matches"][0]["headers"][0]["value"] for r in route["spec"]["rules"]]
+
+
+def render_ai_gateway_route(gateway: GatewayRef, namespace: str, workloads: list) -> dict | None:
+    """The one route of a namespace with at most MAX_ROUTE_RULES models (None when it has none)."""
+    routes = render_ai_gateway_routes(gateway, namespace, workloads)
+    assert len(routes) <= 1
+    return routes[0][0] if routes else None
 
 
 def test_two_playgrounds_give_one_route_with_two_rules_and_deleting_one_leaves_one() -> None:
@@ -87,10 +93,58 @@ def test_routes_are_per_namespace() -> None:
     assert out.shared_owners == (("a",), ("b",))
 
 
-def test_too_many_models_names_the_limit() -> None:
-    many = [workload(f"m{i}") for i in range(MAX_ROUTE_RULES + 1)]
-    with pytest.raises(TooManyModels, match=f"exceed the {MAX_ROUTE_RULES} rules"):
-        render_ai_gateway_route(GW, "llm", many)
+def test_more_models_than_one_route_holds_fill_further_routes_in_name_order() -> None:
+    # 15 rules to a route: Envoy AI Gateway makes ONE HTTPRoute per AIGatewayRoute, with a catch-all
+    # rule of its own, and an HTTPRoute holds at most 16 rules
+    names = [f"m{i:02d}" for i in range(2 * MAX_ROUTE_RULES + 1)]
+    routes = render_ai_gateway_routes(GW, "llm", [workload(n) for n in reversed(names)])
+    assert [r["metadata"]["name"] for r, _ in routes] == [
+        "llmaz-llmaz-gateway",
+        "llmaz-llmaz-gateway-2",
+        "llmaz-llmaz-gateway-3",
+    ]
+    assert [rule_models(r) for r, _ in routes] == [names[:15], names[15:30], names[30:]]
+    assert all(len(r["spec"]["rules"]) <= 15 for r, _ in routes)
+    # each route is owned by exactly the workloads with a rule in it
+    assert [[w.name for w in members] for _, members in routes] == [names[:15], names[15:30], names[30:]]
+    # dropping a model of the last route leaves the others as they were
+    fewer = render_ai_gateway_routes(GW, "llm", [workload(n) for n in names[:-1]])
+    assert [r for r, _ in fewer] == [r for r, _ in routes[:2]]
+
+
+def test_routes_and_their_owners_through_render_integrations() -> None:
+    names = [f"m{i:02d}" for i in range(MAX_ROUTE_RULES + 2)]
+    out = render_integrations([workload(n) for n in names], gateway=GW, ai_gateway=True)
+    assert [r["metadata"]["name"] for r in out.shared] == ["llmaz-llmaz-gateway", "llmaz-llmaz-gateway-2"]
+    assert out.shared_owners == (tuple(names[:15]), tuple(names[15:]))
+    # two models less: the second route is no longer rendered, so the operator deletes it as stale
+    smaller = render_integrations([workload(n) for n in names[:15]], gateway=GW, ai_gateway=True)
+    stale = stale_objects(out.all_objects(), smaller)
+    assert sorted((k[1], k[3]) for k in stale) == [
+        ("AIGatewayRoute", "llmaz-llmaz-gateway-2"),
+        ("AIServiceBackend", "m15-lb"),
+        ("AIServiceBackend", "m16-lb"),
+        ("Backend", "m15-lb"),
+        ("Backend", "m16-lb"),
+    ]
+
+
+def test_route_names_stay_within_the_limit_of_a_name() -> None:
+    from llmaz.render.gateway import ai_gateway_route_name
+
+    gw = GatewayRef("g" * 253)
+    assert len(ai_gateway_route_name(gw)) == 253
+    assert len(ai_gateway_route_name(gw, 11)) == 253
+    assert ai_gateway_route_name(gw, 11).endswith("g-12")
+
+
+def test_routes_carry_no_schema_and_backends_do() -> None:
+    # spec.schema of AIGatewayRoute was deprecated in Envoy AI Gateway v0.3 and removed in v0.4
+    route = render_ai_gateway_route(GW, "llm", [workload("qwen")])
+    assert route is not None
+    assert "schema" not in route["spec"]
+    _, ai_backend = render_ai_service_backend(workload("qwen"))
+    assert ai_backend["spec"]["schema"] == {"name": "OpenAI"}
 
 
 def test_ai_service_backend_points_at_the_lb_service() -> None:

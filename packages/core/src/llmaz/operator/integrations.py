@@ -465,7 +465,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
     try:
         result = render_integrations([w for _, w in good], **rt.config.integrations.render_options())
     except RenderError as err:
-        # TooManyModels or a bad InferenceModel annotation: report it and keep what exists
+        # a bad InferenceModel annotation: report it and keep what exists
         for snap, w in good:
             await _report(rt, state, snap, err)
             outcome.fail([(w.namespace, w.name)], IntegrationProblem(err.condition_reason, str(err)))

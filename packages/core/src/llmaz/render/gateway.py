@@ -4,12 +4,14 @@ Envoy AI Gateway (``aigateway.envoyproxy.io/v1alpha1``):
 
 * per workload an ``AIServiceBackend`` and the Envoy Gateway ``Backend`` it must point at, whose
   endpoint is the workload's ``<name>-lb`` Service;
-* per Gateway and namespace ONE ``AIGatewayRoute`` with one rule per model, matched on the
-  :data:`MODEL_HEADER` header that the AI Gateway fills from the request body's ``model``. Each rule
-  carries the OpenModel's ``ownedBy`` and ``createdAt`` for the gateway's ``/v1/models`` answer.
+* per Gateway and namespace the ``AIGatewayRoute`` objects holding one rule per model, matched on
+  the :data:`MODEL_HEADER` header that the AI Gateway fills from the request body's ``model``, at
+  most :data:`MAX_ROUTE_RULES` rules to a route. Each rule carries the OpenModel's ``ownedBy`` and
+  ``createdAt`` for the gateway's ``/v1/models`` answer.
 
-:func:`render_ai_gateway_route` is a pure function of the set of workloads, so removing one workload
-from the set removes its rule and nothing else.
+:func:`render_ai_gateway_routes` is a pure function of the set of workloads: the models, sorted by
+name, fill ``llmaz-<gateway>``, then ``llmaz-<gateway>-2`` and so on, so removing a workload removes
+its rule and, where a later model moves up into a freed place, rewrites only the routes after it.
 
 Without Envoy AI Gateway, :func:`render_http_route` gives a plain Gateway API ``HTTPRoute`` per
 workload, matched on the same header (the client sets it).
@@ -22,7 +24,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
-from llmaz.render.errors import RenderError
 from llmaz.render.objects import metadata
 from llmaz.render.workload import Workload
 
@@ -34,9 +35,8 @@ __all__ = [
     "MAX_ROUTE_RULES",
     "MODEL_HEADER",
     "GatewayRef",
-    "TooManyModels",
     "ai_gateway_route_name",
-    "render_ai_gateway_route",
+    "render_ai_gateway_routes",
     "render_ai_service_backend",
     "render_http_route",
 ]
@@ -49,15 +49,15 @@ MODEL_HEADER = "x-ai-eg-model"
 """Header holding the model name: Envoy AI Gateway sets it from the request body."""
 LABEL_GATEWAY = "llmaz.io/gateway"
 """Label on a shared AIGatewayRoute: the Gateway it attaches to."""
-MAX_ROUTE_RULES = 128
-"""Envoy AI Gateway accepts at most this many rules in one AIGatewayRoute."""
+MAX_ROUTE_RULES = 15
+"""Rules per AIGatewayRoute. Envoy AI Gateway turns each route into ONE Gateway API HTTPRoute with
+a rule per route rule plus a catch-all of its own, and an HTTPRoute holds at most 16 rules: a 16th
+model would make that HTTPRoute invalid while the AIGatewayRoute still reads Accepted (newer AI
+Gateway CRDs cap ``spec.rules`` at 15 for that reason). More models go into further routes."""
 SCHEMA = {"name": "OpenAI"}
-
-
-class TooManyModels(RenderError):
-    """More distinct models in one namespace than one AIGatewayRoute can hold."""
-
-    condition_reason = "TooManyModels"
+"""The API an ``AIServiceBackend`` speaks. Routes carry no schema: the field was deprecated in Envoy
+AI Gateway v0.3 and removed in v0.4, whose API server prunes it (and a route that never matches
+what was applied would be applied again on every pass)."""
 
 
 @dataclass(frozen=True)
@@ -104,63 +104,58 @@ def render_ai_service_backend(w: Workload) -> list[dict[str, Any]]:
     return [backend, ai_backend]
 
 
-def ai_gateway_route_name(gateway: GatewayRef) -> str:
-    """Name of the shared route of ``gateway`` in each namespace (``llmaz-<gateway>``)."""
-    return f"llmaz-{gateway.name}"[:253]
+def ai_gateway_route_name(gateway: GatewayRef, index: int = 0) -> str:
+    """Name of the ``index``-th shared route of ``gateway`` in a namespace: ``llmaz-<gateway>``,
+    then ``llmaz-<gateway>-2``, ``-3``..."""
+    suffix = f"-{index + 1}" if index else ""
+    return f"llmaz-{gateway.name}"[: 253 - len(suffix)] + suffix
 
 
 def _header_match(model: str) -> dict[str, Any]:
     return {"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model}]}
 
 
-def render_ai_gateway_route(
+def render_ai_gateway_routes(
     gateway: GatewayRef, namespace: str, workloads: Iterable[Workload]
-) -> dict[str, Any] | None:
-    """The ONE ``AIGatewayRoute`` of ``gateway`` in ``namespace``: a rule per model, sorted by name.
+) -> list[tuple[dict[str, Any], tuple[Workload, ...]]]:
+    """The shared ``AIGatewayRoute`` objects of ``gateway`` in ``namespace``, each with the
+    workloads that have a rule in it: one rule per model, models sorted by name, at most
+    :data:`MAX_ROUTE_RULES` to a route (see :func:`ai_gateway_route_name`).
 
     Workloads of other namespaces and those with ``ai-gateway`` disabled are ignored. Workloads
-    serving the same model share its rule (traffic is split between their backends). Returns
-    ``None`` when no workload is left: the caller deletes the route.
-
-    :raises TooManyModels: more than :data:`MAX_ROUTE_RULES` distinct models.
+    serving the same model share its rule (traffic is split between their backends). An empty list
+    when no workload is left: the caller deletes the routes.
     """
     by_model: dict[str, list[Workload]] = {}
     for w in workloads:
         if w.namespace == namespace and w.enabled("ai-gateway"):
             by_model.setdefault(w.model_name, []).append(w)
-    if not by_model:
-        return None
-    if len(by_model) > MAX_ROUTE_RULES:
-        raise TooManyModels(
-            "spec.rules",
-            f"{len(by_model)} models in namespace {namespace!r} exceed the {MAX_ROUTE_RULES} rules one "
-            f"AIGatewayRoute of Gateway {gateway.name!r} can hold; spread them over namespaces",
-            kind="AIGatewayRoute",
-            name=ai_gateway_route_name(gateway),
-        )
-    rules = []
-    for model in sorted(by_model):
-        members = sorted(by_model[model], key=lambda w: w.name)
-        first = members[0]
-        rule: dict[str, Any] = {
-            "matches": [_header_match(model)],
-            "backendRefs": [{"name": _backend_name(w)} for w in members],
-            "modelsOwnedBy": first.owned_by,
+    models = sorted(by_model)
+    routes = []
+    for index, start in enumerate(range(0, len(models), MAX_ROUTE_RULES)):
+        rules = []
+        members: list[Workload] = []
+        for model in models[start : start + MAX_ROUTE_RULES]:
+            serving = sorted(by_model[model], key=lambda w: w.name)
+            members += serving
+            first = serving[0]
+            rule: dict[str, Any] = {
+                "matches": [_header_match(model)],
+                "backendRefs": [{"name": _backend_name(w)} for w in serving],
+                "modelsOwnedBy": first.owned_by,
+            }
+            if first.created_at is not None:
+                rule["modelsCreatedAt"] = first.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+            rules.append(rule)
+        labels = {MANAGED_BY: MANAGER, LABEL_GATEWAY: gateway.name}
+        route = {
+            "apiVersion": AIGATEWAY_API_VERSION,
+            "kind": "AIGatewayRoute",
+            "metadata": metadata(ai_gateway_route_name(gateway, index), namespace, labels),
+            "spec": {"parentRefs": [gateway.parent_ref(namespace)], "rules": rules},
         }
-        if first.created_at is not None:
-            rule["modelsCreatedAt"] = first.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        rules.append(rule)
-    labels = {MANAGED_BY: MANAGER, LABEL_GATEWAY: gateway.name}
-    return {
-        "apiVersion": AIGATEWAY_API_VERSION,
-        "kind": "AIGatewayRoute",
-        "metadata": metadata(ai_gateway_route_name(gateway), namespace, labels),
-        "spec": {
-            "parentRefs": [gateway.parent_ref(namespace)],
-            "schema": dict(SCHEMA),
-            "rules": rules,
-        },
-    }
+        routes.append((route, tuple(sorted(members, key=lambda w: w.name))))
+    return routes
 
 
 def render_http_route(gateway: GatewayRef, w: Workload) -> dict[str, Any] | None:

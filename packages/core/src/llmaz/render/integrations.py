@@ -2,8 +2,8 @@
 
 :func:`render_integrations` is the one call the operator makes: it gets every served workload
 (Playgrounds and inference Services) and the switches from ``OperatorConfig.integrations``, and
-returns the objects owned by one workload and the shared ``AIGatewayRoute`` objects (one per
-Gateway and namespace, owned by every workload that has a rule in it). A kind switched off renders
+returns the objects owned by one workload and the shared ``AIGatewayRoute`` objects (per Gateway
+and namespace, each owned by every workload that has a rule in it). A kind switched off renders
 nothing, so objects of :data:`MANAGED_KINDS` the operator finds but the result lacks are stale.
 """
 
@@ -19,7 +19,7 @@ from llmaz.render.gateway import (
     ENVOY_GATEWAY_API_VERSION,
     GATEWAY_API_VERSION,
     GatewayRef,
-    render_ai_gateway_route,
+    render_ai_gateway_routes,
     render_ai_service_backend,
     render_http_route,
 )
@@ -119,12 +119,9 @@ def render_integrations(
     owners: list[tuple[str, ...]] = []
     if ai_gateway:
         for namespace in sorted({w.namespace for w in items}):
-            route = render_ai_gateway_route(gateway, namespace, items)
-            if route is not None:
+            for route, members in render_ai_gateway_routes(gateway, namespace, items):
                 shared.append(route)
-                owners.append(
-                    tuple(w.name for w in items if w.namespace == namespace and w.enabled("ai-gateway"))
-                )
+                owners.append(tuple(w.name for w in members))
     return IntegrationObjects(owned=owned, shared=tuple(shared), shared_owners=tuple(owners))
 
 
