@@ -315,8 +315,10 @@ def test_uninstall_leaves_only_the_crds(apiserver: ControlPlane, helm: Helm, ins
         assert obj["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
 
 
-def test_values_global_yaml_renders(helm: Helm, chart: Path) -> None:
-    # the file users pass with -f: accepted by the strict schema (stand-ins stay unrendered offline)
+def test_values_global_yaml_wires_envoy_gateway_to_the_ai_gateway(helm: Helm, chart: Path) -> None:
+    # the file users pass with -f, under a release name and namespace of its own: accepted by the
+    # strict schema and by the wiring check; Envoy Gateway's REAL chart (from its Go module) turns it
+    # into its configuration. The Envoy AI Gateway charts are empty stand-ins here (not fetchable).
     out = helm(
         "template",
         RELEASE,
@@ -326,7 +328,28 @@ def test_values_global_yaml_renders(helm: Helm, chart: Path) -> None:
         "-f",
         str(CHART_SOURCE / "values.global.yaml"),
         "--set",
-        "envoy-ai-gateway.enabled=false,open-webui.enabled=false",
+        "open-webui.enabled=false",
     ).stdout
-    kinds = {d["kind"] for d in yaml.safe_load_all(out) if d}
-    assert {"Deployment", "CustomResourceDefinition", "ClusterRole"} <= kinds
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    kinds = {d["kind"] for d in docs}
+    assert {"Deployment", "CustomResourceDefinition", "ClusterRole", "Gateway", "EnvoyProxy"} <= kinds
+    (config_map,) = [
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "envoy-gateway-config"
+    ]
+    config = yaml.safe_load(config_map["data"]["envoy-gateway.yaml"])
+    assert config["kind"] == "EnvoyGateway"
+    assert config["extensionApis"]["enableBackend"] is True
+    manager = config["extensionManager"]
+    assert manager["service"]["fqdn"] == {"hostname": "ai-gateway-controller", "port": 1063}
+    assert manager["hooks"]["xdsTranslator"]["post"] == ["Translation", "Cluster", "Route"]
+    # Envoy Gateway's own defaults survive the merge
+    assert config["gateway"]["controllerName"] == "gateway.envoyproxy.io/gatewayclass-controller"
+    assert config["provider"]["type"] == "Kubernetes"
+
+    # the same file with the AI Gateway switched off alone is refused with what to do
+    refused = helm(
+        "template", RELEASE, str(chart), "-n", NAMESPACE, "-f", str(CHART_SOURCE / "values.global.yaml"),
+        "--set", "open-webui.enabled=false,envoy-ai-gateway.enabled=false", check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert "envoy-ai-gateway.enabled is false: Envoy Gateway would wait for" in refused.stderr

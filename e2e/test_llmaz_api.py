@@ -15,7 +15,7 @@ import yaml
 
 from llmaz_devkit.cluster import ControlPlane
 from llmaz_devkit.demo import llmaz_crd_documents
-from llmaz_devkit.schemas import module_file
+from llmaz_devkit.schemas import INTEGRATION_CRDS, module_file
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = sorted((ROOT / "packages" / "core" / "tests" / "corpus" / "invalid").glob("*.yaml"))
@@ -84,7 +84,8 @@ version, so their CRDs cannot be installed here and these documents are listed, 
 
 @pytest.fixture(scope="module")
 def gateway_api_crds(control_plane: ControlPlane) -> list[str]:
-    """The real Gateway API CRDs (with their CEL rules) for the gateway examples."""
+    """The real Gateway API CRDs (with their CEL rules) and Envoy Gateway's Backend CRD for the
+    gateway examples."""
     files = [
         module_file("sigs.k8s.io/gateway-api", GATEWAY_API_VERSIONS, f"config/crd/standard/{name}")
         for name in (
@@ -93,8 +94,13 @@ def gateway_api_crds(control_plane: ControlPlane) -> list[str]:
             "gateway.networking.k8s.io_httproutes.yaml",
         )
     ]
+    files.append(INTEGRATION_CRDS[("gateway.envoyproxy.io/v1alpha1", "Backend")].fetch())  # the chart's pin
     control_plane.apply(files, "--server-side")
-    names = ["gatewayclasses.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io"]
+    names = [
+        "gatewayclasses.gateway.networking.k8s.io",
+        "gateways.gateway.networking.k8s.io",
+        "backends.gateway.envoyproxy.io",
+    ]
     control_plane.wait_established(names)
     return names
 

@@ -44,7 +44,7 @@ from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
 from llmaz_devkit import generated
-from llmaz_devkit.repo import repo_root
+from llmaz_devkit.repo import chart_dependency_version, repo_root
 
 CHART_DIR = Path("charts/llmaz")
 LWS_VERSION = "v0.9.0"
@@ -361,7 +361,18 @@ class ChartValues(_Values):
     envoy_ai_gateway: _PassThrough = Field(
         default_factory=_PassThrough,
         alias="envoy-ai-gateway",
-        description="Envoy AI Gateway chart (`ai-gateway-helm`).",
+        description=(
+            "Envoy AI Gateway chart (`ai-gateway-helm`), installed with its CRD chart. Needs "
+            "`envoy-gateway` set up as an extension of it: see `values.global.yaml`."
+        ),
+    )
+    envoy_ai_gateway_crds: dict[str, Any] = Field(
+        default_factory=dict,
+        alias="envoy-ai-gateway-crds",
+        description=(
+            "Values of Envoy AI Gateway's CRD chart (`ai-gateway-crds-helm`), installed with "
+            "`envoy-ai-gateway`."
+        ),
     )
     open_webui: _PassThrough = Field(
         default_factory=_PassThrough, alias="open-webui", description="Open WebUI chart (`open-webui`)."
@@ -622,7 +633,8 @@ ignoring it. The keys under `operator.config` are the settings of `llmaz operato
 chart writes them to a ConfigMap. Three settings of that file are not keys here, because the chart
 sets them: `backends` comes from `backendRuntime`, and `leaderElection.leaseName` and
 `.leaseNamespace` are the release's full name and namespace. Keys of the dependency charts (`lws`,
-`envoy-gateway`, `envoy-ai-gateway`, `open-webui`) are passed through unchecked.
+`envoy-gateway`, `envoy-ai-gateway`, `envoy-ai-gateway-crds`, `open-webui`) are passed through
+unchecked.
 
 See [the chart page](../getting-started/chart.md) for how the values fit together.
 
@@ -656,11 +668,19 @@ def check(root: Path, files: dict[Path, str]) -> list[str]:
 # Assembling the chart with its dependencies for offline tests
 
 GO_MODULE_CHARTS: dict[str, tuple[str, str]] = {
-    # dependency name -> (Go module@version, chart directory inside the module)
-    "lws": (f"sigs.k8s.io/lws@{LWS_VERSION}", "charts/lws"),
-    "gateway-helm": ("github.com/envoyproxy/gateway@v1.4.0", "charts/gateway-helm"),
+    # dependency name -> (Go module, chart directory inside the module)
+    "lws": ("sigs.k8s.io/lws", "charts/lws"),
+    "gateway-helm": ("github.com/envoyproxy/gateway", "charts/gateway-helm"),
 }
-"""Dependency charts that are published inside Go modules, so tests can take them offline."""
+"""Dependency charts that are published inside Go modules, so tests can take them offline. The
+module's version is the dependency's version in Chart.yaml (with a leading ``v``): one home."""
+
+
+def go_module_of(name: str, chart: Path | None = None) -> str:
+    """``module@version`` of the Go module holding the dependency chart ``name``."""
+    version = chart_dependency_version(name, chart)
+    return f"{GO_MODULE_CHARTS[name][0]}@{version if version.startswith('v') else 'v' + version}"
+
 
 STAND_IN_DESCRIPTION = "Stand-in for an offline test: the real chart is not reachable here. Keep it disabled."
 
@@ -695,8 +715,8 @@ def assemble(dest: Path, gomodcache: Path | None = None, *, source: Path | None 
         if target.exists() or dep.get("repository", "").startswith("file://") or "repository" not in dep:
             continue
         if name in GO_MODULE_CHARTS:
-            module, sub = GO_MODULE_CHARTS[name]
-            shutil.copytree(_go_mod_dir(module, gomodcache) / sub, target)
+            sub = GO_MODULE_CHARTS[name][1]
+            shutil.copytree(_go_mod_dir(go_module_of(name, src), gomodcache) / sub, target)
             _set_chart_version(target, version)
             tmpl = target / "values.tmpl.yaml"
             if tmpl.is_file():  # Envoy Gateway fills its image in at release time

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from llmaz.errors import LlmazError
 
-__all__ = ["RepositoryNotFound", "UvNotFound", "repo_root", "uv_binary"]
+__all__ = ["RepositoryNotFound", "UvNotFound", "chart_dependency_version", "repo_root", "uv_binary"]
 
 MARKER = Path("tools") / "go-tools.sh"
 """A file only the llmaz repository has at its root."""
@@ -34,6 +34,18 @@ def repo_root(start: Path | None = None) -> Path:
         f"no llmaz repository checkout (a directory with {MARKER}) above {', '.join(map(str, starts))}: "
         "the devkit runs from a clone of the repository"
     )
+
+
+def chart_dependency_version(name: str, chart: Path | None = None) -> str:
+    """The version the llmaz chart's Chart.yaml (or ``chart``'s) pins for its dependency ``name``:
+    the one home of that pin, read by the chart assembly and the schema checks alike."""
+    import yaml
+
+    meta = yaml.safe_load(((chart or repo_root() / "charts" / "llmaz") / "Chart.yaml").read_text())
+    for dep in meta.get("dependencies") or []:
+        if dep.get("name") == name:
+            return str(dep["version"])
+    raise KeyError(f"the chart has no dependency {name!r}")
 
 
 def uv_binary() -> str:

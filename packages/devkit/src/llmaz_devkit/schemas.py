@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from llmaz.errors import LlmazError
-from llmaz_devkit.repo import repo_root
+from llmaz_devkit.repo import chart_dependency_version, repo_root
 
 __all__ = [
     "INTEGRATION_CRDS",
@@ -134,15 +134,15 @@ _GIE = (
     ("v0.5.1",),
     "config/crd/bases/inference.networking.x-k8s.io_{}.yaml",
 )
-_AIGW = (
+_AIGW = (  # the Envoy AI Gateway the chart installs
     "github.com/envoyproxy/ai-gateway",
-    ("v0.3.0",),
+    (chart_dependency_version("ai-gateway-crds-helm"),),
     "manifests/charts/ai-gateway-crds-helm/templates/aigateway.envoyproxy.io_{}.yaml",
 )
-_EG = (
+_EG = (  # the Envoy Gateway the chart installs (its CRDs sit in a subchart of its chart since v1.6)
     "github.com/envoyproxy/gateway",
-    ("v1.5.0",),
-    "charts/gateway-helm/crds/generated/gateway.envoyproxy.io_{}.yaml",
+    (chart_dependency_version("gateway-helm"),),
+    "charts/gateway-helm/charts/crds/crds/generated/gateway.envoyproxy.io_{}.yaml",
 )
 _PROM = (
     "github.com/prometheus-operator/prometheus-operator",
