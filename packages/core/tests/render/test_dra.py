@@ -313,3 +313,19 @@ def test_hand_written_service_keeps_its_own_affinity_in_every_flavor_term() -> N
 def test_strip_flag_removes_every_name_of_the_option() -> None:
     args = ["m", "-tp", "2", "--x", "--tensor_parallel_size=4", "--tensor-parallel-size", "8", "y"]
     assert strip_flag(args, "--tensor-parallel-size", "-tp") == ["m", "--x", "y"]
+
+
+def test_a_playgrounds_pod_affinity_stays_in_every_flavor_term_in_dra_mode(plugins: Any) -> None:
+    """``spec.pod.affinity``'s required terms are ANDed with the selected flavor's term at render;
+    DRA mode widens to every flavor and keeps the user's requirement in each of their terms."""
+    zone = {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [zone]}]}
+    pod = {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}}
+    (tpl,) = templates(one(render([A100, L4X2], vllm(plugins), pod=pod), "LeaderWorkerSet"))
+    terms = tpl["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert [sorted(e["values"][0] for e in t["matchExpressions"]) for t in terms] == [
+        sorted(["z1", "NVIDIA-A100-SXM4-80GB"]),
+        sorted(["z1", "NVIDIA-L4"]),
+    ]

@@ -31,6 +31,7 @@ from llmaz.api.conventions import (  # noqa: F401 (re-exported: the API's names 
 from llmaz.api.core import CONDITION_IN_USE, MAX_FLAVORS, ModelClaim, ModelClaims
 from llmaz.api.k8s import (
     K8S_BOUNDS_KEY,
+    Affinity,
     EnvVar,
     HorizontalPodAutoscalerBehavior,
     IntOrString,
@@ -42,6 +43,7 @@ from llmaz.api.k8s import (
     Quantity,
     ResourceList,
     Toleration,
+    TopologySpreadConstraint,
 )
 
 GROUP = "inference.llmaz.io"
@@ -275,13 +277,52 @@ def _no_reserved_keys(field: str) -> CelRule:
     )
 
 
+MAX_NODE_SELECTOR_TERMS = 16
+"""Most required node selector terms in ``spec.pod.affinity``: bounds the cost of the CEL rule that
+checks each term (the API server refuses a rule over an unbounded list) and the cross product with
+the flavors' terms (at most 8 x 16)."""
+
+_USER_REQUIRED_NODE_AFFINITY = "self.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+
+NODE_SELECTOR_TERMS_NOT_EMPTY = CelRule(
+    id="pod-node-selector-terms-not-empty",
+    rule=(
+        "!has(self.affinity) || !has(self.affinity.nodeAffinity) || "
+        f"!has({_USER_REQUIRED_NODE_AFFINITY}) || ("
+        f"size({_USER_REQUIRED_NODE_AFFINITY}.nodeSelectorTerms) > 0 && "
+        f"{_USER_REQUIRED_NODE_AFFINITY}.nodeSelectorTerms.all(t, "
+        "(has(t.matchExpressions) && size(t.matchExpressions) > 0) || "
+        "(has(t.matchFields) && size(t.matchFields) > 0)))"
+    ),
+    message=(
+        "must hold at least one term, and every term a matchExpressions or matchFields requirement: "
+        "an empty term matches no node, but ANDed with a flavor's term by llmaz it would match all "
+        "of that flavor's nodes; give every term a requirement, or leave out "
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ),
+    field_path=".affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+    reason="FieldValueRequired",
+    doc=(
+        "llmaz combines the required node affinity of `spec.pod` with the claimed flavors' (one term "
+        "per pair of a flavor's term and a user's term), so a term without requirements would not keep "
+        "its Kubernetes meaning (matches no node) but widen the placement to every node of a flavor. "
+        "An empty `nodeSelectorTerms` is refused by Kubernetes itself, but only when the pods are "
+        "created; here it is refused when the Playground is."
+    ),
+)
+
+
 class PodSettings(ApiModel):
     """Settings of a Playground's serving pods, leader and workers alike: what a cluster asks of
     pods before it runs them (tolerations for tainted GPU nodes, an image pull Secret for a private
     registry, a service account, a priority class...). llmaz's own labels, annotations and node
     affinity (from the flavors) are added to these, never replaced by them."""
 
-    cel_rules: ClassVar[tuple[CelRule, ...]] = (_no_reserved_keys("labels"), _no_reserved_keys("annotations"))
+    cel_rules: ClassVar[tuple[CelRule, ...]] = (
+        _no_reserved_keys("labels"),
+        _no_reserved_keys("annotations"),
+        NODE_SELECTOR_TERMS_NOT_EMPTY,
+    )
 
     labels: dict[str, ShortString] | None = Field(
         default=None, max_length=64, description="Added to the pods' labels."
@@ -296,6 +337,33 @@ class PodSettings(ApiModel):
     )
     tolerations: list[Toleration] | None = Field(
         default=None, max_length=32, description="Taints the pods tolerate, e.g. nvidia.com/gpu:NoSchedule."
+    )
+    affinity: Affinity | None = Field(
+        default=None,
+        description=(
+            "Node, pod and pod anti-affinity of the pods. podAffinity and podAntiAffinity are used as "
+            "given. nodeAffinity is combined with the claimed flavors' node affinity: a pod must match "
+            "one of the flavors' terms AND one of these required terms (each pair becomes one term "
+            "with both terms' requirements), and these preferred terms come after the flavors'. At "
+            f"most {MAX_NODE_SELECTOR_TERMS} required terms, each with a matchExpressions or "
+            "matchFields requirement."
+        ),
+        json_schema_extra={
+            K8S_BOUNDS_KEY: {
+                "nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms": {
+                    "maxItems": MAX_NODE_SELECTOR_TERMS
+                }
+            }
+        },
+    )
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = Field(
+        default=None,
+        max_length=16,
+        description=(
+            "How the pods spread over zones or nodes. Every serving pod carries the label "
+            "llmaz.io/model-name and, from LeaderWorkerSet, leaderworkerset.sigs.k8s.io/name (the "
+            "Playground's name) to select on."
+        ),
     )
     image_pull_secrets: list[LocalObjectReference] | None = Field(
         default=None, max_length=16, description="Secrets for pulling the engine and loader images."
@@ -339,8 +407,8 @@ class PlaygroundSpec(ApiModel):
     elastic_config: ElasticConfig | None = Field(default=None, description="Autoscaling bounds.")
     pod: PodSettings | None = Field(
         default=None,
-        description="Settings of the serving pods: tolerations, node selector, image pull Secrets, "
-        "service account, labels and annotations...",
+        description="Settings of the serving pods: tolerations, node selector, affinity, topology spread, "
+        "image pull Secrets, service account, labels and annotations...",
     )
 
 

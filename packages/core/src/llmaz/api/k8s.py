@@ -66,6 +66,8 @@ HorizontalPodAutoscalerBehavior = Annotated[
 EnvVarSource = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.EnvVarSource")]
 Toleration = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.Toleration")]
 LocalObjectReference = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.LocalObjectReference")]
+Affinity = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.Affinity")]
+TopologySpreadConstraint = Annotated[dict[str, Any], _k8s("io.k8s.api.core.v1.TopologySpreadConstraint")]
 
 
 class EnvVar(ApiModel):

@@ -264,6 +264,8 @@ def _apply_pod_settings(spec: dict[str, Any], settings: PodSettings) -> None:
         spec["tolerations"] = copy.deepcopy(settings.tolerations)
     if settings.image_pull_secrets:
         spec["imagePullSecrets"] = copy.deepcopy(settings.image_pull_secrets)
+    if settings.topology_spread_constraints:
+        spec["topologySpreadConstraints"] = copy.deepcopy(settings.topology_spread_constraints)
     for key, value in (
         ("serviceAccountName", settings.service_account_name),
         ("priorityClassName", settings.priority_class_name),
@@ -272,6 +274,65 @@ def _apply_pod_settings(spec: dict[str, Any], settings: PodSettings) -> None:
     ):
         if value:
             spec[key] = value
+
+
+_REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+_PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
+
+
+def _and_terms(ours: list[dict[str, Any]], users: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Required node selector terms that hold where one of ``ours`` AND one of ``users`` hold.
+
+    The terms of a list are ORed, so (F1 or F2) and (U1 or U2) is the cross product: one term per
+    pair with both terms' requirements (matchExpressions and matchFields each concatenated, ours
+    first), ours the outer loop, identical terms once. With one side empty, the other side as is.
+    A user term without requirements would turn every pair into a copy of our term, i.e. widen
+    placement instead of matching no node: the CRD refuses it
+    (:data:`llmaz.api.inference.NODE_SELECTOR_TERMS_NOT_EMPTY`).
+    """
+    if not ours or not users:
+        return copy.deepcopy(ours or users)
+    terms: list[dict[str, Any]] = []
+    for mine in ours:
+        for theirs in users:
+            term: dict[str, Any] = {}
+            for key in ("matchExpressions", "matchFields"):
+                requirements = [*(mine.get(key) or []), *(theirs.get(key) or [])]
+                if requirements:
+                    term[key] = copy.deepcopy(requirements)
+            if term not in terms:
+                terms.append(term)
+    return terms
+
+
+def _pod_affinity(ours: dict[str, Any] | None, settings: PodSettings | None) -> dict[str, Any] | None:
+    """A pod template's ``affinity``: the node affinity llmaz computes (``ours``: the flavors' with
+    the autoscalers' hints) combined with the Playground's ``spec.pod.affinity``.
+
+    Required node terms: :func:`_and_terms`. Preferred node terms: ours first, then the user's (all
+    kept: their weights add up). podAffinity and podAntiAffinity: the user's, as given. A new copy on
+    every call, so no two templates share a list and the inputs stay unchanged.
+    """
+    user = (settings.affinity if settings is not None else None) or {}
+    user_node = user.get("nodeAffinity") or {}
+    ours = ours or {}
+    node: dict[str, Any] = {}
+    terms = _and_terms(
+        (ours.get(_REQUIRED) or {}).get("nodeSelectorTerms") or [],
+        (user_node.get(_REQUIRED) or {}).get("nodeSelectorTerms") or [],
+    )
+    if terms:
+        node[_REQUIRED] = {"nodeSelectorTerms": terms}
+    preferred = [*(ours.get(_PREFERRED) or []), *(user_node.get(_PREFERRED) or [])]
+    if preferred:
+        node[_PREFERRED] = copy.deepcopy(preferred)
+    affinity: dict[str, Any] = {}
+    if node:
+        affinity["nodeAffinity"] = node
+    for key in ("podAffinity", "podAntiAffinity"):
+        if user.get(key):
+            affinity[key] = copy.deepcopy(user[key])
+    return affinity or None
 
 
 def _with_hints(flavors: list[Flavor], outputs: Iterable[AutoscalingOutput]) -> dict[str, Any] | None:
@@ -597,8 +658,9 @@ def render_playground(
         )
         if settings is not None:
             _apply_pod_settings(t["spec"], settings)
-        if affinity:
-            t["spec"]["affinity"] = {"nodeAffinity": copy.deepcopy(affinity)}
+        pod_affinity = _pod_affinity(affinity, settings)
+        if pod_affinity:
+            t["spec"]["affinity"] = pod_affinity
         return t
 
     extra_args = runner_spec.extra_args
