@@ -1145,6 +1145,83 @@ def test_pod_settings_place_a_playground_on_a_tainted_dedicated_node(
     assert "spec.pod.labels: Forbidden: labels under llmaz.io/" in refused.stderr
 
 
+def test_pod_settings_node_affinity_is_anded_with_the_flavors_on_the_real_scheduler(
+    cp: ControlPlane, operator: Operator, namespace: str
+) -> None:
+    """``spec.pod.affinity`` on the real path: the user's required node affinity (a label only the
+    test's nodes B and C carry) is ANDed with the flavor's node selector (a label only A and B
+    carry), so the one feasible node is B. The decoys are the nodes the scheduler would pick if one
+    side were lost: A (flavor only) and C (user only) have 16 times B's CPU and memory, so the
+    default LeastAllocated scoring prefers them over B. All three are tainted for this test only.
+    A required term without requirements is refused at admission."""
+    taint = {"key": "example.com/affinity-test", "value": namespace, "effect": "NoSchedule"}
+    flavor_label = {"example.com/accel": namespace}
+    user_label = {"example.com/rack": namespace}
+    big = {"cpu": "64", "memory": "256Gi"}
+    pools = {
+        "flavor-only": NodePool(f"afa-{namespace}"[:40].rstrip("-"), 1, extra_labels=flavor_label, **big),
+        "both": NodePool(
+            f"afb-{namespace}"[:40].rstrip("-"),
+            1,
+            cpu="4",
+            memory="16Gi",
+            extra_labels=flavor_label | user_label,
+        ),
+        "user-only": NodePool(f"afc-{namespace}"[:40].rstrip("-"), 1, extra_labels=user_label, **big),
+    }
+    nodes: dict[str, dict[str, Any]] = {}
+    for role, pool in pools.items():
+        (node,) = pool.manifests()
+        node["spec"] = {"taints": [taint]}
+        nodes[role] = node
+    user_term = {"key": "example.com/rack", "operator": "In", "values": [namespace]}
+    pod_settings = {
+        "tolerations": [{**taint, "operator": "Equal"}],
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [user_term]}]
+                }
+            }
+        },
+    }
+    flavor = {"name": "accel", "nodeSelector": flavor_label}
+    cp.apply(
+        [
+            *nodes.values(),
+            model("qwen-aff", flavors=[flavor]),
+            playground("aff", namespace, "qwen-aff", pod=pod_settings),
+        ]
+    )
+    try:
+        wait_until(lambda: reason(cp, "pl/aff", namespace) == "Available", "Available", 60, operator.log)
+        pod = _serving_pod(cp, namespace, "aff")
+        node_affinity = pod["spec"]["affinity"]["nodeAffinity"]
+        landed = {n["metadata"]["name"]: role for role, n in nodes.items()}.get(pod["spec"]["nodeName"])
+        assert landed == "both", (pod["spec"]["nodeName"], node_affinity)
+        flavor_term = {"key": "example.com/accel", "operator": "In", "values": [namespace]}
+        assert node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] == {
+            "nodeSelectorTerms": [{"matchExpressions": [flavor_term, user_term]}]
+        }
+    finally:
+        for node in nodes.values():
+            cp.kubectl("delete", "node", node["metadata"]["name"], "--wait=false", check=False)
+
+    empty_term = {"nodeSelectorTerms": [{"matchExpressions": [user_term]}, {}]}
+    bad = playground(
+        "bad-affinity",
+        namespace,
+        "qwen-aff",
+        pod={"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": empty_term}}},
+    )
+    refused = cp.kubectl("apply", "-f", "-", input=[bad], check=False)
+    assert refused.returncode != 0
+    assert (
+        "spec.pod.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: "
+        "Required value: must hold at least one term" in refused.stderr
+    ), refused.stderr
+
+
 def test_preheat_fills_every_selected_node_follows_new_nodes_and_stops_with_the_label(
     cp: ControlPlane, operator: Operator, namespace: str
 ) -> None:
