@@ -44,7 +44,7 @@ from llmaz.operator.admission import WEBHOOKS
 from llmaz.operator.config import OperatorConfig
 from llmaz.operator.rbac import RULES
 from llmaz_devkit import generated
-from llmaz_devkit.repo import chart_dependency_version, repo_root
+from llmaz_devkit.repo import repo_root
 
 CHART_DIR = Path("charts/llmaz")
 LWS_VERSION = "v0.9.0"
@@ -676,9 +676,9 @@ GO_MODULE_CHARTS: dict[str, tuple[str, str]] = {
 module's version is the dependency's version in Chart.yaml (with a leading ``v``): one home."""
 
 
-def go_module_of(name: str, chart: Path | None = None) -> str:
-    """``module@version`` of the Go module holding the dependency chart ``name``."""
-    version = chart_dependency_version(name, chart)
+def go_module_of(name: str, version: str) -> str:
+    """``module@version`` of the Go module holding the dependency chart ``name`` at the chart
+    ``version`` Chart.yaml pins."""
     return f"{GO_MODULE_CHARTS[name][0]}@{version if version.startswith('v') else 'v' + version}"
 
 
@@ -716,7 +716,7 @@ def assemble(dest: Path, gomodcache: Path | None = None, *, source: Path | None 
             continue
         if name in GO_MODULE_CHARTS:
             sub = GO_MODULE_CHARTS[name][1]
-            shutil.copytree(_go_mod_dir(go_module_of(name, src), gomodcache) / sub, target)
+            shutil.copytree(_go_mod_dir(go_module_of(name, version), gomodcache) / sub, target)
             _set_chart_version(target, version)
             tmpl = target / "values.tmpl.yaml"
             if tmpl.is_file():  # Envoy Gateway fills its image in at release time

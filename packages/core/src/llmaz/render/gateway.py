@@ -131,6 +131,7 @@ def render_ai_gateway_routes(
         if w.namespace == namespace and w.enabled("ai-gateway"):
             by_model.setdefault(w.model_name, []).append(w)
     models = sorted(by_model)
+    labels = {MANAGED_BY: MANAGER, LABEL_GATEWAY: gateway.name}
     routes = []
     for index, start in enumerate(range(0, len(models), MAX_ROUTE_RULES)):
         rules = []
@@ -147,7 +148,6 @@ def render_ai_gateway_routes(
             if first.created_at is not None:
                 rule["modelsCreatedAt"] = first.created_at.strftime("%Y-%m-%dT%H:%M:%SZ")
             rules.append(rule)
-        labels = {MANAGED_BY: MANAGER, LABEL_GATEWAY: gateway.name}
         route = {
             "apiVersion": AIGATEWAY_API_VERSION,
             "kind": "AIGatewayRoute",
