@@ -342,6 +342,10 @@ def test_values_global_yaml_wires_envoy_gateway_to_the_ai_gateway(helm: Helm, ch
     manager = config["extensionManager"]
     assert manager["service"]["fqdn"] == {"hostname": "ai-gateway-controller", "port": 1063}
     assert manager["hooks"]["xdsTranslator"]["post"] == ["Translation", "Cluster", "Route"]
+    # routes of integrations.inferencePool name Inference Extension v1 pools as backends
+    assert {"group": "inference.networking.k8s.io", "kind": "InferencePool", "version": "v1"} in manager[
+        "backendResources"
+    ]
     # Envoy Gateway's own defaults survive the merge
     assert config["gateway"]["controllerName"] == "gateway.envoyproxy.io/gatewayclass-controller"
     assert config["provider"]["type"] == "Kubernetes"

@@ -157,7 +157,7 @@ def test_every_integration_object_is_stored_by_server_side_apply(
     control_plane: ControlPlane, crds: Crds, backends: dict[str, Backend], namespace: str
 ) -> None:
     workloads = [
-        Workload.of(_playground(n, namespace), _model(n), backend=backends[b])
+        Workload.of(_playground(n, namespace, POOL_ANNOTATIONS), _model(n), backend=backends[b])
         for n, b in (("qwen", "vllm"), ("llama", "llamacpp"), ("gemma", "sglang"), ("phi", "tgi"))
     ]
     objs = render_integrations(workloads, gateway=GATEWAY, **ALL_ON).all_objects()
@@ -190,7 +190,8 @@ def test_every_integration_object_is_stored_by_server_side_apply(
     assert {
         "HTTPRoute",
         "InferencePool",
-        "InferenceModel",
+        "InferenceObjective",
+        "InferenceModelRewrite",
         "Backend",
         "PodMonitor",
         "ServiceMonitor",
@@ -208,9 +209,14 @@ def _defaults_only(stored: Any, sent: Any) -> bool:
     return False
 
 
+POOL_ANNOTATIONS = {"llmaz.io/priority": "2", "llmaz.io/target-models": "lora-a=3,lora-b=1"}
+"""Annotations that add an InferenceObjective and an InferenceModelRewrite to the pool."""
+
 BAD_FIELDS: list[tuple[str, dict[str, Any], str]] = [
-    ("InferenceModel", {"criticality": "Default"}, "criticality"),
-    ("InferencePool", {"targetPortNumber": 0}, "targetPortNumber"),
+    ("InferencePool", {"targetPorts": []}, "targetPorts"),
+    ("InferencePool", {"endpointPickerRef": {"name": "epp"}}, "port is required"),
+    ("InferenceObjective", {"priority": "high"}, "priority"),
+    ("InferenceModelRewrite", {"rules": [{"targets": [{"modelRewrite": "a", "weight": 0}]}]}, "weight"),
     ("PodMonitor", {"podMetricsEndpoints": [{"portNumber": 0}]}, "portNumber"),
     ("HTTPRoute", {"parentRefs": [{"name": ""}]}, "parentRefs"),
 ]
@@ -221,7 +227,9 @@ def test_the_real_crds_refuse_bad_objects(
     control_plane: ControlPlane, crds: Crds, backends: dict[str, Backend], namespace: str
 ) -> None:
     # Guard against CRDs that accept anything: the same objects with one bad field are refused.
-    w = Workload.of(_playground("qwen", namespace), _model("qwen"), backend=backends["vllm"])
+    w = Workload.of(
+        _playground("qwen", namespace, POOL_ANNOTATIONS), _model("qwen"), backend=backends["vllm"]
+    )
     good = render_integrations([w], gateway=GATEWAY, **ALL_ON).all_objects()
     for kind, patch, error in BAD_FIELDS:
         obj = copy.deepcopy(next(o for o in good if o["kind"] == kind))
@@ -287,7 +295,7 @@ def test_turning_the_gateway_setting_off_removes_our_gateway_objects(
     for api_version, kind, ns, name in stale:
         control_plane.kubectl("delete", f"{kind.lower()}.{api_version.split('/')[0]}", name, "-n", ns)
     left = {o["kind"] for o in (_get(control_plane, x) for x in on) if o is not None}
-    assert left == {"InferencePool", "InferenceModel", "PodMonitor"}
+    assert left == {"InferencePool", "PodMonitor"}
     assert _get(control_plane, hand_made) is not None, "a route llmaz does not manage was deleted"
 
 

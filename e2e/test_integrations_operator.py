@@ -33,6 +33,7 @@ from operator_helpers import (
 from test_integrations import AI_GATEWAY_KINDS, _stand_in_crd
 
 from llmaz.render.gateway import MAX_ROUTE_RULES
+from llmaz.render.inference_pool import RETIRED_KINDS
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
 from llmaz_devkit.cluster import ControlPlane
 from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
@@ -89,8 +90,10 @@ def _names(cp: ControlPlane, resource: str, ns: str) -> set[str]:
     return {o["metadata"]["name"] for o in (found or {}).get("items") or []}
 
 
-def _started(cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False) -> Any:
-    config = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor}}
+def _started(
+    cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False, **more: bool
+) -> Any:
+    config = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor, **more}}
     return running_operator(cp, workdir, ACCOUNT, extra_config=config)
 
 
@@ -244,6 +247,108 @@ def test_more_models_than_one_route_holds_go_into_a_second_route_that_goes_when_
         assert op.stop() == 0
     cp.kubectl("delete", "pl", "--all", "-n", namespace, "--wait=false")
     cp.kubectl("delete", "openmodel", *models, "--wait=false")
+
+
+INFERENCE_KINDS = (
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    *RETIRED_KINDS,
+)
+POOL = "inferencepool.inference.networking.k8s.io"
+OLD_POOL = "inferencepool.inference.networking.x-k8s.io"
+OLD_MODEL = "inferencemodel.inference.networking.x-k8s.io"
+
+
+@pytest.fixture(scope="module")
+def inference_crds(control_plane: ControlPlane, gateway_crds: None) -> None:
+    """The REAL Inference Extension CRDs: v1.3.0's, and v0.5.1's that earlier llmaz releases wrote."""
+    paths = [_real_crd(*key) for key in INFERENCE_KINDS]
+    control_plane.apply(paths, "--server-side")
+    control_plane.wait_established([yaml.safe_load(p.read_text())["metadata"]["name"] for p in paths])
+
+
+def _old_inference_objects(namespace: str, name: str, labels: dict[str, str]) -> list[dict[str, Any]]:
+    """An InferencePool and InferenceModel as llmaz before Inference Extension v1 wrote them."""
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    return [
+        {
+            "apiVersion": "inference.networking.x-k8s.io/v1alpha2",
+            "kind": "InferencePool",
+            "metadata": meta,
+            "spec": {
+                "selector": {"leaderworkerset.sigs.k8s.io/name": name},
+                "targetPortNumber": 8080,
+                "extensionRef": {"name": f"{name}-epp"},
+            },
+        },
+        {
+            "apiVersion": "inference.networking.x-k8s.io/v1alpha2",
+            "kind": "InferenceModel",
+            "metadata": meta,
+            "spec": {"modelName": name, "poolRef": {"name": name}},
+        },
+    ]
+
+
+def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_to_them(
+    control_plane: ControlPlane, inference_crds: None, namespace: str, tmp_path: Path
+) -> None:
+    cp = control_plane
+    qwen = f"qwen-{namespace}"[:63]
+    # an upgrade: v0.5 objects an earlier llmaz wrote, and a pool of someone else's next to them
+    cp.apply(_old_inference_objects(namespace, "qwen", {"app.kubernetes.io/managed-by": "llmaz"}))
+    cp.apply(_old_inference_objects(namespace, "theirs", {}))
+    pg = playground("qwen", namespace, qwen)
+    pg["metadata"]["annotations"] = {"llmaz.io/priority": "3", "llmaz.io/target-models": "qwen-lora=1"}
+    cp.apply([_gateway(namespace), model(qwen), pg])
+    with _started(cp, tmp_path, ai_gateway=True, httpRoute=True, inferencePool=True) as op:
+        _wait_ready(op)
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 60, op.log
+        )
+        assert _ready(cp, namespace, "qwen")["message"] == (
+            "in place: AIGatewayRoute, AIServiceBackend, Backend, HTTPRoute, InferenceModelRewrite, "
+            "InferenceObjective, InferencePool"
+        )
+        pool = get(cp, f"{POOL}/qwen", namespace)
+        assert pool is not None
+        assert [r["name"] for r in pool["metadata"]["ownerReferences"]] == ["qwen"]
+        assert pool["spec"]["endpointPickerRef"]["name"] == "qwen-epp"
+        objective = get(cp, "inferenceobjective.inference.networking.x-k8s.io/qwen", namespace)
+        assert objective is not None
+        assert objective["spec"]["priority"] == 3
+        rewrite = get(cp, "inferencemodelrewrite.inference.networking.x-k8s.io/qwen", namespace)
+        assert rewrite is not None
+        assert rewrite["spec"]["rules"][0]["targets"] == [{"modelRewrite": "qwen-lora", "weight": 1}]
+        # both routes send the model to the pool, whose endpoint picker chooses the pod
+        to_pool = [{"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "qwen"}]
+        route = get(cp, ROUTE, namespace)
+        assert route is not None
+        assert route["spec"]["rules"][0]["backendRefs"] == to_pool
+        http = get(cp, "httproute.gateway.networking.k8s.io/qwen", namespace)
+        assert http is not None
+        assert [
+            {k: r[k] for k in ("group", "kind", "name")} for r in http["spec"]["rules"][0]["backendRefs"]
+        ] == to_pool
+        # what the earlier release wrote is gone; what is not ours stays
+        wait_until(lambda: get(cp, f"{OLD_POOL}/qwen", namespace) is None, "the old pool to go", 30, op.log)
+        assert get(cp, f"{OLD_MODEL}/qwen", namespace) is None
+        assert get(cp, f"{OLD_POOL}/theirs", namespace) is not None
+        assert get(cp, f"{OLD_MODEL}/theirs", namespace) is not None
+
+        # the priority annotation removed: its objective goes, the pool stays
+        cp.kubectl("annotate", "pl", "qwen", "-n", namespace, "llmaz.io/priority-")
+        wait_until(
+            lambda: get(cp, "inferenceobjective.inference.networking.x-k8s.io/qwen", namespace) is None,
+            "the objective to go",
+            30,
+            op.log,
+        )
+        assert get(cp, f"{POOL}/qwen", namespace) is not None
+        assert op.stop() == 0
+    cp.kubectl("delete", "pl", "qwen", "-n", namespace, "--wait=false")
 
 
 def _gateway(namespace: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Pure integration renders: gateway routes, InferencePool/InferenceModel, PodMonitors, switches."""
+"""Pure integration renders: gateway routes, Inference Extension objects, PodMonitors, switches."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from llmaz.render.gateway import (
     render_ai_gateway_routes,
     render_ai_service_backend,
 )
-from llmaz.render.inference_pool import InvalidInferenceModel, render_inference_pool
+from llmaz.render.inference_pool import RETIRED_KINDS, InvalidInferenceModel, render_inference_pool
 from llmaz.render.integrations import MANAGED_KINDS, render_integrations, stale_objects
 from llmaz.render.monitoring import render_pod_monitor
 from llmaz.render.workload import InvalidIntegrationAnnotation, Workload
@@ -160,31 +160,70 @@ def test_ai_service_backend_points_at_the_lb_service() -> None:
     }
 
 
-def test_inference_pool_and_model_from_annotations() -> None:
-    w = workload(
-        "qwen", **{"llmaz.io/criticality": "Critical", "llmaz.io/target-models": "qwen-a=80, qwen-b=20"}
-    )
-    pool, im = render_inference_pool(w)
+def test_inference_pool_selects_the_group_leaders_and_names_the_endpoint_picker() -> None:
+    (pool,) = render_inference_pool(workload("qwen"))
+    assert pool["apiVersion"] == "inference.networking.k8s.io/v1"
     assert pool["spec"] == {
         "selector": {
-            "leaderworkerset.sigs.k8s.io/name": "qwen",
-            "leaderworkerset.sigs.k8s.io/worker-index": "0",
+            "matchLabels": {
+                "leaderworkerset.sigs.k8s.io/name": "qwen",
+                "leaderworkerset.sigs.k8s.io/worker-index": "0",
+            }
         },
-        "targetPortNumber": 8000,
-        "extensionRef": {"name": "qwen-epp", "portNumber": 9002, "failureMode": "FailClose"},
+        "targetPorts": [{"number": 8000}],
+        "endpointPickerRef": {
+            "kind": "Service",
+            "name": "qwen-epp",
+            "port": {"number": 9002},
+            "failureMode": "FailClose",
+        },
     }
-    assert im["spec"] == {
-        "modelName": "qwen",
-        "criticality": "Critical",
-        "targetModels": [{"name": "qwen-a", "weight": 80}, {"name": "qwen-b", "weight": 20}],
-        "poolRef": {"name": "qwen"},
+    (open_pool,) = render_inference_pool(workload("qwen"), endpoint_picker_port=9100, fail_open=True)
+    assert open_pool["spec"]["endpointPickerRef"]["port"] == {"number": 9100}
+    assert open_pool["spec"]["endpointPickerRef"]["failureMode"] == "FailOpen"
+
+
+def test_priority_and_target_models_give_an_objective_and_a_rewrite() -> None:
+    w = workload("qwen", **{"llmaz.io/priority": "-5", "llmaz.io/target-models": "qwen-a=80, qwen-b=20"})
+    _, objective, rewrite = render_inference_pool(w)
+    pool_ref = {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "qwen"}
+    assert (objective["apiVersion"], objective["kind"]) == (
+        "inference.networking.x-k8s.io/v1alpha2",
+        "InferenceObjective",
+    )
+    assert objective["spec"] == {"priority": -5, "poolRef": pool_ref}
+    assert rewrite["kind"] == "InferenceModelRewrite"
+    assert rewrite["spec"] == {
+        "poolRef": pool_ref,
+        "rules": [
+            {
+                "matches": [{"model": {"value": "qwen"}}],
+                "targets": [
+                    {"modelRewrite": "qwen-a", "weight": 80},
+                    {"modelRewrite": "qwen-b", "weight": 20},
+                ],
+            }
+        ],
     }
+
+
+@pytest.mark.parametrize(("criticality", "priority"), [("Critical", 1), ("Standard", 0), ("Sheddable", -1)])
+def test_the_deprecated_criticality_still_sets_the_priority(criticality: str, priority: int) -> None:
+    # manifests written for Inference Extension v0.5's InferenceModel keep working
+    _, objective = render_inference_pool(workload("qwen", **{"llmaz.io/criticality": criticality}))
+    assert objective["spec"]["priority"] == priority
 
 
 @pytest.mark.parametrize(
     ("annotations", "message"),
     [
         ({"llmaz.io/criticality": "Default"}, "'Default' is not one of Critical, Standard, Sheddable"),
+        ({"llmaz.io/priority": "high"}, "'high' is not a whole number from -2147483648 to 2147483647"),
+        ({"llmaz.io/priority": "2147483648"}, "'2147483648' is not a whole number"),
+        (
+            {"llmaz.io/priority": "1", "llmaz.io/criticality": "Critical"},
+            "set together with llmaz.io/priority",
+        ),
         ({"llmaz.io/target-models": "a=0"}, "weight of 'a' is 0; it must be 1..1000000"),
         ({"llmaz.io/target-models": "a"}, "'a' is not name=weight"),
         ({"llmaz.io/target-models": "a=1,a=2"}, "'a' is listed twice"),
@@ -197,6 +236,47 @@ def test_bad_inference_annotations_name_the_annotation(annotations: dict[str, st
     assert str(err.value).startswith("Playground/qwen: metadata.annotations[llmaz.io/")
 
 
+POOL_REF = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
+
+
+def test_routes_send_a_model_to_its_pool_when_the_pools_are_on() -> None:
+    qwen, llama = workload("qwen"), workload("llama", **{"llmaz.io/disable-integrations": "inference-pool"})
+    out = render_integrations(
+        [qwen, llama], gateway=GW, ai_gateway=True, http_route=True, inference_pool=True
+    )
+    (route,) = out.shared
+    refs = {r["matches"][0]["headers"][0]["value"]: r["backendRefs"] for r in route["spec"]["rules"]}
+    assert refs == {"llama": [{"name": "llama-lb"}], "qwen": [{**POOL_REF, "name": "qwen"}]}
+    http = {o["metadata"]["name"]: o for o in out.all_objects() if o["kind"] == "HTTPRoute"}
+    assert http["qwen"]["spec"]["rules"][0]["backendRefs"] == [{**POOL_REF, "name": "qwen"}]
+    assert http["llama"]["spec"]["rules"][0]["backendRefs"] == [
+        {"kind": "Service", "name": "llama-lb", "port": 8000}
+    ]
+    # pools off: every route goes to the -lb Services as before
+    off = render_integrations([qwen], gateway=GW, ai_gateway=True, http_route=True)
+    assert off.shared[0]["spec"]["rules"][0]["backendRefs"] == [{"name": "qwen-lb"}]
+
+
+def test_a_model_two_workloads_serve_keeps_its_backends_not_one_pool() -> None:
+    # Envoy AI Gateway: one InferencePool per rule, never mixed with AIServiceBackends
+    out = render_integrations(
+        [workload("a", "qwen"), workload("b", "qwen")], gateway=GW, ai_gateway=True, inference_pool=True
+    )
+    assert out.shared[0]["spec"]["rules"][0]["backendRefs"] == [{"name": "a-lb"}, {"name": "b-lb"}]
+
+
+def test_objects_of_the_retired_inference_kinds_are_stale_when_ours() -> None:
+    ws = [workload("qwen")]
+    ours = {"app.kubernetes.io/managed-by": "llmaz"}
+    old = [
+        {"apiVersion": api, "kind": kind, "metadata": {"name": "qwen", "namespace": "llm", "labels": ours}}
+        for api, kind in RETIRED_KINDS
+    ]
+    foreign = {**old[0], "metadata": {"name": "theirs", "namespace": "llm", "labels": {}}}
+    stale = stale_objects([*old, foreign], render_integrations(ws, gateway=GW, inference_pool=True))
+    assert stale == sorted((api, kind, "llm", "qwen") for api, kind in RETIRED_KINDS)
+
+
 def test_pod_monitor_uses_the_backend_metrics_port_and_path() -> None:
     pm = render_pod_monitor(workload("qwen"), extra_labels={"release": "prom"})
     assert pm is not None
@@ -206,20 +286,20 @@ def test_pod_monitor_uses_the_backend_metrics_port_and_path() -> None:
 
 
 def test_every_kind_is_off_by_default_and_on_by_its_switch() -> None:
-    ws = [workload("qwen")]
+    ws = [workload("qwen", **{"llmaz.io/priority": "1", "llmaz.io/target-models": "a=1"})]
     assert render_integrations(ws, gateway=GW).all_objects() == []
     kinds = {
         (o["apiVersion"], o["kind"]) for o in render_integrations(ws, gateway=GW, **ALL_ON).all_objects()
     }
     assert kinds == set(MANAGED_KINDS)
     only_pool = render_integrations(ws, gateway=GW, inference_pool=True).all_objects()
-    assert {o["kind"] for o in only_pool} == {"InferencePool", "InferenceModel"}
+    assert {o["kind"] for o in only_pool} == {"InferencePool", "InferenceObjective", "InferenceModelRewrite"}
 
 
 def test_annotation_switches_one_workload_off() -> None:
     off = workload("off", **{"llmaz.io/disable-integrations": "ai-gateway, pod-monitor"})
     out = render_integrations([workload("on"), off], gateway=GW, **ALL_ON)
-    assert {o["kind"] for o in out.owned[("llm", "off")]} == {"HTTPRoute", "InferencePool", "InferenceModel"}
+    assert {o["kind"] for o in out.owned[("llm", "off")]} == {"HTTPRoute", "InferencePool"}
     assert rule_models(out.shared[0]) == ["on"]
     assert out.shared_owners == (("on",),)
     none = workload("none", **{"llmaz.io/disable-integrations": "all"})
@@ -280,7 +360,9 @@ def test_stale_objects_are_ours_and_no_longer_rendered() -> None:
 def test_every_rendered_object_matches_its_real_crd_schema() -> None:
     # Offline check against the pinned CRDs (strict: a field the API server would prune fails).
     # The Envoy AI Gateway CRDs cannot be fetched here; those kinds are listed, not validated.
-    objs = render_integrations([workload("qwen"), workload("llama")], gateway=GW, **ALL_ON).all_objects()
+    annotated = workload("llama", **{"llmaz.io/priority": "2", "llmaz.io/target-models": "a=1,b=3"})
+    objs = render_integrations([workload("qwen"), annotated], gateway=GW, **ALL_ON).all_objects()
+    assert {"InferenceObjective", "InferenceModelRewrite"} <= {o["kind"] for o in objs}
     unavailable, problems = set(), []
     for obj in objs:
         try:

@@ -11,7 +11,6 @@ import pytest
 
 from llmaz.operator.config import Integrations, OperatorConfig
 from llmaz.operator.integrations import (
-    MANAGED_KINDS,
     IntegrationState,
     _desired,
     _Outcome,
@@ -32,7 +31,7 @@ from llmaz.operator.runtime import (
     held_by_another,
 )
 from llmaz.plugins.manager import PluginManager
-from llmaz.render.integrations import KIND_SOURCES, render_integrations
+from llmaz.render.integrations import KIND_SOURCES, OBSERVED_KINDS, render_integrations
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, INTEGRATIONS
 
 NS = "llm"
@@ -280,7 +279,7 @@ def _passes(rt: Runtime, state: IntegrationState, idx: Indexes) -> int:
             await state.runner
 
     asyncio.run(drain())
-    return (api.lists - before) // len(MANAGED_KINDS)
+    return (api.lists - before) // len(OBSERVED_KINDS)
 
 
 def test_with_every_switch_off_a_settled_namespace_is_not_passed_over_again_until_needed() -> None:

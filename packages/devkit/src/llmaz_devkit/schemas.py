@@ -131,6 +131,11 @@ class CrdSource:
 _GWAPI = ("sigs.k8s.io/gateway-api", ("v1.6.3",), "config/crd/standard/gateway.networking.k8s.io_{}.yaml")
 _GIE = (
     "sigs.k8s.io/gateway-api-inference-extension",
+    ("v1.3.0",),
+    "config/crd/bases/inference.networking.{}.yaml",
+)
+_GIE_V0 = (  # what earlier llmaz releases wrote (the operator removes it)
+    "sigs.k8s.io/gateway-api-inference-extension",
     ("v0.5.1",),
     "config/crd/bases/inference.networking.x-k8s.io_{}.yaml",
 )
@@ -159,8 +164,15 @@ INTEGRATION_CRDS: dict[tuple[str, str], CrdSource] = {
     ("gateway.networking.k8s.io/v1", "GatewayClass"): _src(_GWAPI, "gatewayclasses"),
     ("gateway.networking.k8s.io/v1", "Gateway"): _src(_GWAPI, "gateways"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): _src(_GWAPI, "httproutes"),
-    ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"): _src(_GIE, "inferencepools"),
-    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"): _src(_GIE, "inferencemodels"),
+    ("inference.networking.k8s.io/v1", "InferencePool"): _src(_GIE, "k8s.io_inferencepools"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"): _src(
+        _GIE, "x-k8s.io_inferenceobjectives"
+    ),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"): _src(
+        _GIE, "x-k8s.io_inferencemodelrewrites"
+    ),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferencePool"): _src(_GIE_V0, "inferencepools"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModel"): _src(_GIE_V0, "inferencemodels"),
     ("gateway.envoyproxy.io/v1alpha1", "Backend"): _src(_EG, "backends"),
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): _src(_EG, "envoyproxies"),
     ("aigateway.envoyproxy.io/v1alpha1", "AIGatewayRoute"): _src(_AIGW, "aigatewayroutes"),

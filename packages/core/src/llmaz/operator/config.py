@@ -141,7 +141,11 @@ class Integrations(ApiModel):
     )
     inference_pool: bool = Field(
         default=False,
-        description="Gateway API Inference Extension: an InferencePool and InferenceModel per model.",
+        description=(
+            "Gateway API Inference Extension v1: an InferencePool per model (with an "
+            "InferenceObjective and InferenceModelRewrite when its annotations ask), and the "
+            "routes above send the model's requests to it."
+        ),
     )
     endpoint_picker_port: int = Field(
         default=DEFAULT_ENDPOINT_PICKER_PORT,

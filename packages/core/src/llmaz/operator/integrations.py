@@ -60,9 +60,10 @@ from llmaz.operator.status import (
 )
 from llmaz.render import RenderError
 from llmaz.render.gateway import GATEWAY_API_VERSION
+from llmaz.render.inference_pool import RETIRED_KINDS
 from llmaz.render.integrations import (
     KIND_SOURCES,
-    MANAGED_KINDS,
+    OBSERVED_KINDS,
     IntegrationObjects,
     render_integrations,
     stale_objects,
@@ -221,7 +222,7 @@ def _list(
 ) -> list[Snapshot]:
     """The objects of one kind in ``namespace``, ours and others' (so a name someone else holds is
     seen before an apply would take it over); ``[]`` (and the kind remembered as missing) when its
-    CRD is not installed."""
+    CRD is not installed (a warning, except for a retired kind: its CRD is expected to be gone)."""
     if (api_version, kind) in state.missing:
         return []
     try:
@@ -230,7 +231,7 @@ def _list(
         if err.status != 404:
             raise
         state.missing.add((api_version, kind))
-        if (api_version, kind) not in state.warned:
+        if (api_version, kind) not in state.warned and (api_version, kind) not in RETIRED_KINDS:
             state.warned.add((api_version, kind))
             log.warning(
                 "%s (%s) is not installed: integration objects of this kind are skipped", kind, api_version
@@ -465,7 +466,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
     try:
         result = render_integrations([w for _, w in good], **rt.config.integrations.render_options())
     except RenderError as err:
-        # a bad InferenceModel annotation: report it and keep what exists
+        # a bad Inference Extension annotation: report it and keep what exists
         for snap, w in good:
             await _report(rt, state, snap, err)
             outcome.fail([(w.namespace, w.name)], IntegrationProblem(err.condition_reason, str(err)))
@@ -475,7 +476,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
     owners = {(w.namespace, w.name): snap for snap, w in good}
     desired = _desired(result, owners)
     observed: list[Snapshot] = []
-    for api_version, kind in MANAGED_KINDS:
+    for api_version, kind in OBSERVED_KINDS:
         observed += await asyncio.to_thread(_list, rt, state, api_version, kind, namespace)
     live = {ObjectKey.of(o): o for o in observed}
     applied = await _apply_all(rt, state, namespace, desired, live)

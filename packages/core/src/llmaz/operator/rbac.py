@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from llmaz.render.gateway import GATEWAY_API_VERSION
+from llmaz.render.inference_pool import RETIRED_KINDS
 from llmaz.render.integrations import MANAGED_KINDS
 
 
@@ -47,18 +48,25 @@ INTEGRATION_VERBS = ("list", "create", "patch", "delete")
 """Integration objects are listed per namespace, server-side applied (create or patch) and pruned."""
 
 
-def integration_rules() -> tuple[Rule, ...]:
+RETIRED_VERBS = ("list", "delete")
+"""Kinds earlier releases rendered are only found and removed."""
+
+
+def _by_group(kinds: tuple[tuple[str, str], ...], verbs: tuple[str, ...], why: str) -> tuple[Rule, ...]:
     by_group: dict[str, list[str]] = {}
-    for api_version, kind in MANAGED_KINDS:
+    for api_version, kind in kinds:
         by_group.setdefault(api_version.split("/", maxsplit=1)[0], []).append(kind.lower() + "s")
-    objects = tuple(
-        Rule(
-            (group,),
-            tuple(sorted(plurals)),
-            INTEGRATION_VERBS,
-            "integration objects (operator.config.integrations)",
-        )
-        for group, plurals in sorted(by_group.items())
+    return tuple(
+        Rule((group,), tuple(sorted(plurals)), verbs, why) for group, plurals in sorted(by_group.items())
+    )
+
+
+def integration_rules() -> tuple[Rule, ...]:
+    objects = _by_group(
+        MANAGED_KINDS, INTEGRATION_VERBS, "integration objects (operator.config.integrations)"
+    )
+    retired = _by_group(
+        RETIRED_KINDS, RETIRED_VERBS, "integration kinds earlier llmaz releases wrote, removed where found"
     )
     gateway = Rule(
         (GATEWAY_API_VERSION.split("/", maxsplit=1)[0],),
@@ -66,7 +74,7 @@ def integration_rules() -> tuple[Rule, ...]:
         ("get",),
         "the Gateway routes attach to (integrations.gatewayName) is checked for IntegrationsReady",
     )
-    return (*objects, gateway)
+    return (*objects, *retired, gateway)
 
 
 RULES: tuple[Rule, ...] = (

@@ -15,6 +15,13 @@ its rule and, where a later model moves up into a freed place, rewrites only the
 
 Without Envoy AI Gateway, :func:`render_http_route` gives a plain Gateway API ``HTTPRoute`` per
 workload, matched on the same header (the client sets it).
+
+With ``pools`` on (the ``inference-pool`` integration), a route sends a model's requests to the
+workload's Inference Extension ``InferencePool`` instead, whose endpoint picker chooses the pod: the
+HTTPRoute of every workload with a pool, and the ``AIGatewayRoute`` rule of a model served by ONE
+workload with a pool (Envoy AI Gateway allows a single InferencePool per rule and no mix with
+``AIServiceBackend`` references, so a model several workloads serve keeps splitting traffic between
+their backends).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
+from llmaz.render.inference_pool import pool_backend_ref
 from llmaz.render.objects import metadata
 from llmaz.render.workload import Workload
 
@@ -115,16 +123,21 @@ def _header_match(model: str) -> dict[str, Any]:
     return {"headers": [{"type": "Exact", "name": MODEL_HEADER, "value": model}]}
 
 
+def _via_pool(w: Workload, pools: bool) -> bool:
+    return pools and w.enabled("inference-pool")
+
+
 def render_ai_gateway_routes(
-    gateway: GatewayRef, namespace: str, workloads: Iterable[Workload]
+    gateway: GatewayRef, namespace: str, workloads: Iterable[Workload], *, pools: bool = False
 ) -> list[tuple[dict[str, Any], tuple[Workload, ...]]]:
     """The shared ``AIGatewayRoute`` objects of ``gateway`` in ``namespace``, each with the
     workloads that have a rule in it: one rule per model, models sorted by name, at most
     :data:`MAX_ROUTE_RULES` to a route (see :func:`ai_gateway_route_name`).
 
     Workloads of other namespaces and those with ``ai-gateway`` disabled are ignored. Workloads
-    serving the same model share its rule (traffic is split between their backends). An empty list
-    when no workload is left: the caller deletes the routes.
+    serving the same model share its rule (traffic is split between their backends); a model served
+    by one workload with an InferencePool (``pools``) is routed to that pool. An empty list when no
+    workload is left: the caller deletes the routes.
     """
     by_model: dict[str, list[Workload]] = {}
     for w in workloads:
@@ -140,9 +153,13 @@ def render_ai_gateway_routes(
             serving = sorted(by_model[model], key=lambda w: w.name)
             members += serving
             first = serving[0]
+            if len(serving) == 1 and _via_pool(first, pools):
+                refs = [pool_backend_ref(first)]
+            else:
+                refs = [{"name": _backend_name(w)} for w in serving]
             rule: dict[str, Any] = {
                 "matches": [_header_match(model)],
-                "backendRefs": [{"name": _backend_name(w)} for w in serving],
+                "backendRefs": refs,
                 "modelsOwnedBy": first.owned_by,
             }
             if first.created_at is not None:
@@ -158,11 +175,16 @@ def render_ai_gateway_routes(
     return routes
 
 
-def render_http_route(gateway: GatewayRef, w: Workload) -> dict[str, Any] | None:
+def render_http_route(gateway: GatewayRef, w: Workload, *, pools: bool = False) -> dict[str, Any] | None:
     """A Gateway API ``HTTPRoute`` sending requests whose :data:`MODEL_HEADER` names the model to
-    ``<name>-lb``; ``None`` when ``http-route`` is disabled for the workload."""
+    ``<name>-lb``, or to the workload's ``InferencePool`` (``pools``, and the pool not disabled for
+    it); ``None`` when ``http-route`` is disabled for the workload."""
     if not w.enabled("http-route"):
         return None
+    if _via_pool(w, pools):
+        backend = pool_backend_ref(w)
+    else:
+        backend = {"kind": "Service", "name": w.lb_service, "port": w.port}
     return {
         "apiVersion": GATEWAY_API_VERSION,
         "kind": "HTTPRoute",
@@ -172,7 +194,7 @@ def render_http_route(gateway: GatewayRef, w: Workload) -> dict[str, Any] | None
             "rules": [
                 {
                     "matches": [_header_match(w.model_name)],
-                    "backendRefs": [{"kind": "Service", "name": w.lb_service, "port": w.port}],
+                    "backendRefs": [backend],
                 }
             ],
         },

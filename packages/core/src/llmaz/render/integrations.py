@@ -26,6 +26,8 @@ from llmaz.render.gateway import (
 from llmaz.render.inference_pool import (
     DEFAULT_ENDPOINT_PICKER_PORT,
     INFERENCE_API_VERSION,
+    INFERENCE_X_API_VERSION,
+    RETIRED_KINDS,
     render_inference_pool,
 )
 from llmaz.render.monitoring import MONITORING_API_VERSION, render_pod_monitor
@@ -34,6 +36,7 @@ from llmaz.render.workload import Workload
 __all__ = [
     "KIND_SOURCES",
     "MANAGED_KINDS",
+    "OBSERVED_KINDS",
     "IntegrationObjects",
     "ObjectKey",
     "object_key",
@@ -47,7 +50,11 @@ KIND_SOURCES: Mapping[tuple[str, str], tuple[str, str]] = {
     (AIGATEWAY_API_VERSION, "AIGatewayRoute"): ("ai-gateway", "Envoy AI Gateway"),
     (GATEWAY_API_VERSION, "HTTPRoute"): ("http-route", "Gateway API"),
     (INFERENCE_API_VERSION, "InferencePool"): ("inference-pool", "Gateway API Inference Extension"),
-    (INFERENCE_API_VERSION, "InferenceModel"): ("inference-pool", "Gateway API Inference Extension"),
+    (INFERENCE_X_API_VERSION, "InferenceObjective"): ("inference-pool", "Gateway API Inference Extension"),
+    (INFERENCE_X_API_VERSION, "InferenceModelRewrite"): (
+        "inference-pool",
+        "Gateway API Inference Extension",
+    ),
     (MONITORING_API_VERSION, "PodMonitor"): ("pod-monitor", "Prometheus Operator"),
 }
 """``(apiVersion, kind)`` -> (the integration that renders it, as named in
@@ -55,6 +62,9 @@ KIND_SOURCES: Mapping[tuple[str, str], tuple[str, str]] = {
 
 MANAGED_KINDS: tuple[tuple[str, str], ...] = tuple(KIND_SOURCES)
 """Kinds the integrations render; labelled ``app.kubernetes.io/managed-by: llmaz``."""
+OBSERVED_KINDS: tuple[tuple[str, str], ...] = MANAGED_KINDS + RETIRED_KINDS
+"""Kinds the operator lists per namespace: what it renders, and what earlier releases rendered
+(always stale, so removed where found labelled as ours)."""
 
 
 @dataclass(frozen=True)
@@ -101,7 +111,7 @@ def render_integrations(
         if ai_gateway and w.enabled("ai-gateway"):
             objs.extend(render_ai_service_backend(w))
         if http_route:
-            route = render_http_route(gateway, w)
+            route = render_http_route(gateway, w, pools=inference_pool)
             if route is not None:
                 objs.append(route)
         if inference_pool:
@@ -119,7 +129,7 @@ def render_integrations(
     owners: list[tuple[str, ...]] = []
     if ai_gateway:
         for namespace in sorted({w.namespace for w in items}):
-            for route, members in render_ai_gateway_routes(gateway, namespace, items):
+            for route, members in render_ai_gateway_routes(gateway, namespace, items, pools=inference_pool):
                 shared.append(route)
                 owners.append(tuple(w.name for w in members))
     return IntegrationObjects(owned=owned, shared=tuple(shared), shared_owners=tuple(owners))
@@ -140,15 +150,16 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
 
 
 def stale_objects(observed: Iterable[Mapping[str, Any]], desired: IntegrationObjects) -> list[ObjectKey]:
-    """Objects the operator must delete: those of :data:`MANAGED_KINDS` labelled as managed by
+    """Objects the operator must delete: those of :data:`OBSERVED_KINDS` labelled as managed by
     llmaz that the latest :func:`render_integrations` no longer produces (a switch turned off, an
-    annotation added, a workload gone), sorted. Objects not managed by llmaz are never listed.
+    annotation added, a workload gone, a kind retired), sorted. Objects not managed by llmaz are
+    never listed.
     """
     wanted = {object_key(o) for o in desired.all_objects()}
     out = set()
     for obj in observed:
         labels = (obj.get("metadata") or {}).get("labels") or {}
         key = object_key(obj)
-        if (key[0], key[1]) in MANAGED_KINDS and labels.get(MANAGED_BY) == MANAGER and key not in wanted:
+        if (key[0], key[1]) in OBSERVED_KINDS and labels.get(MANAGED_BY) == MANAGER and key not in wanted:
             out.add(key)
     return sorted(out)
