@@ -305,8 +305,25 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
     cp.apply([_gateway(namespace), model(qwen), pg])
     with _started(cp, tmp_path, ai_gateway=True, httpRoute=True, inferencePool=True) as op:
         _wait_ready(op)
+        # no endpoint picker deployed for the pool: the condition says what requests meet and what to do
         wait_until(
-            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 60, op.log
+            lambda: _ready(cp, namespace, "qwen").get("reason") == "EndpointPickerNotFound",
+            "EndpointPickerNotFound",
+            60,
+            op.log,
+        )
+        missing = _ready(cp, namespace, "qwen")
+        assert missing["status"] == "False"
+        assert missing["message"].startswith(
+            f"Service {namespace}/qwen-epp, the endpoint picker of InferencePool {namespace}/qwen, does "
+            "not exist, so the gateway refuses every request for the model (failureMode FailClose): "
+            "deploy the Inference Extension's endpoint picker for the pool (--pool-name qwen)"
+        )
+        # a STAND-IN for the endpoint picker's Service (no picker image can run here)
+        cp.apply([_service(namespace, "qwen-epp", 9002)])
+        # passed over again after min(30 s, resyncSeconds = 10 s)
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 40, op.log
         )
         assert _ready(cp, namespace, "qwen")["message"] == (
             "in place: AIGatewayRoute, AIServiceBackend, Backend, HTTPRoute, InferenceModelRewrite, "
@@ -349,6 +366,15 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
         assert get(cp, f"{POOL}/qwen", namespace) is not None
         assert op.stop() == 0
     cp.kubectl("delete", "pl", "qwen", "-n", namespace, "--wait=false")
+
+
+def _service(namespace: str, name: str, port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"selector": {"app": name}, "ports": [{"name": "grpc", "port": port}]},
+    }
 
 
 def _gateway(namespace: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from llmaz.operator.config import Integrations, OperatorConfig
 from llmaz.operator.integrations import (
     IntegrationState,
     _desired,
+    _endpoint_picker_missing,
     _Outcome,
     _schedule_recheck,
     mark,
@@ -20,6 +21,7 @@ from llmaz.operator.integrations import (
     settled_quiet,
     workloads_of,
 )
+from llmaz.operator.kube import KubeError
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import (
     IDX_MODELS,
@@ -31,6 +33,7 @@ from llmaz.operator.runtime import (
     held_by_another,
 )
 from llmaz.plugins.manager import PluginManager
+from llmaz.render.inference_pool import render_inference_pool
 from llmaz.render.integrations import KIND_SOURCES, OBSERVED_KINDS, render_integrations
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, INTEGRATIONS
 
@@ -313,3 +316,46 @@ def test_a_namespace_with_objects_left_or_a_switch_on_is_never_quiet() -> None:
     on = OperatorConfig.model_validate({"integrations": {"podMonitor": True}})
     rt_on = Runtime(on, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
     assert not settled_quiet(rt_on, IntegrationState(), [], [], _Outcome())
+
+
+class ServicesApiServer:
+    """Stand-in for the API server (no cluster in unit tests): knows the Services ``existing``."""
+
+    def __init__(self, existing: set[str]) -> None:
+        self.existing = existing
+        self.gets: list[str] = []
+
+    def request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        self.gets.append(path)
+        if path.rsplit("/", 1)[-1] not in self.existing:
+            raise KubeError(method, path, 404, '{"message": "not found"}')
+        return {}
+
+
+def test_a_pool_without_its_endpoint_picker_says_what_requests_meet_and_what_to_deploy() -> None:
+    api = ServicesApiServer(set())
+    runtime = Runtime(
+        OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t"
+    )
+    state = IntegrationState()
+    ((_, w),), _ = workloads_of(runtime, indexes([model("qwen")], [playground("a", "qwen")], []), NS)
+    (closed,) = render_inference_pool(w)
+    problem = _endpoint_picker_missing(runtime, state, closed)
+    assert problem is not None
+    assert problem.reason == "EndpointPickerNotFound"
+    assert problem.message == (
+        "Service llm/a-epp, the endpoint picker of InferencePool llm/a, does not exist, so the gateway "
+        "refuses every request for the model (failureMode FailClose): deploy the Inference Extension's "
+        "endpoint picker for the pool (--pool-name a) behind a Service named a-epp, or switch "
+        "integrations.inferencePool off in the operator configuration"
+    )
+    (opened,) = render_inference_pool(w, fail_open=True)
+    message = _endpoint_picker_missing(runtime, state, opened)
+    assert message is not None
+    assert "sends the model's requests to any pod of the pool (failureMode FailOpen)" in message.message
+    # deployed: no problem, and it is not looked up again until the resync clears what was found
+    api.existing.add("a-epp")
+    assert _endpoint_picker_missing(runtime, state, closed) is None
+    looked = len(api.gets)
+    assert _endpoint_picker_missing(runtime, state, closed) is None
+    assert len(api.gets) == looked

@@ -15,7 +15,8 @@ Warning Event (once per distinct message); nothing is written when nothing chang
 Each workload's status carries the outcome as the condition ``IntegrationsReady``
 (:func:`llmaz.operator.status.integrations_condition`): ``False`` with the reason and what to do when
 an object of it could not be applied (its CRD is missing, the Gateway in the settings is absent, the
-API server refused it, another object holds its name, its annotations are invalid), ``True`` when
+endpoint picker of its InferencePool is absent, the API server refused it, another object holds its
+name, its annotations are invalid), ``True`` when
 every object is in place, absent when no integration applies. It is written only when it changes. A
 namespace with a problem is passed over again after a growing delay (from ``min(30 s,
 resyncSeconds)`` up to ``resyncSeconds``), so installing a CRD or creating the Gateway clears it.
@@ -50,6 +51,7 @@ from llmaz.operator.runtime import (
 )
 from llmaz.operator.status import (
     REASON_CRD_NOT_INSTALLED,
+    REASON_ENDPOINT_PICKER_NOT_FOUND,
     REASON_GATEWAY_NOT_FOUND,
     REASON_NAME_CONFLICT,
     REASON_REJECTED,
@@ -60,7 +62,7 @@ from llmaz.operator.status import (
 )
 from llmaz.render import RenderError
 from llmaz.render.gateway import GATEWAY_API_VERSION
-from llmaz.render.inference_pool import RETIRED_KINDS
+from llmaz.render.inference_pool import INFERENCE_API_VERSION, RETIRED_KINDS
 from llmaz.render.integrations import (
     KIND_SOURCES,
     OBSERVED_KINDS,
@@ -81,6 +83,8 @@ FIRST_RECHECK_SECONDS = 30.0
 ``resyncSeconds``)."""
 ROUTE_KINDS = frozenset({"AIGatewayRoute", "HTTPRoute"})
 """Kinds that attach to the Gateway named in the settings."""
+POOL_KIND = (INFERENCE_API_VERSION, "InferencePool")
+"""A pool's endpoint-picker Service is checked for ``IntegrationsReady``."""
 REFUSED = frozenset({400, 403, 409, 422})
 """HTTP statuses of an apply the API server refused for the object itself (retrying cannot help)."""
 
@@ -106,6 +110,9 @@ class IntegrationState:
     rechecks: dict[str, asyncio.TimerHandle] = field(default_factory=dict)
     """Namespace -> a pass scheduled because the last one met a problem."""
     recheck_delay: dict[str, float] = field(default_factory=dict)
+    pickers: set[tuple[str, str]] = field(default_factory=set)
+    """Endpoint-picker Services ``(namespace, name)`` found to exist (looked up again only at the
+    next resync: a pass of 1000 pools would otherwise make 1000 requests)."""
     quiet: set[str] = field(default_factory=set)
     """Namespaces left with nothing to do while every integration is switched off (see
     :func:`settled_quiet`): their passes are skipped until the next resync or an event that may
@@ -341,6 +348,36 @@ def _gateway_missing(rt: Runtime, namespace: str) -> IntegrationProblem | None:
     return None
 
 
+def _endpoint_picker_missing(
+    rt: Runtime, state: IntegrationState, pool: Mapping[str, Any]
+) -> IntegrationProblem | None:
+    """The problem of an ``InferencePool`` whose endpoint-picker Service does not exist, if so."""
+    meta = pool.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+    ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
+    service = str(ref.get("name"))
+    if (namespace, service) in state.pickers:
+        return None
+    try:
+        rt.kube.request("GET", resource_path("v1", "Service", namespace, service))
+    except KubeError as err:
+        if err.status != 404:
+            raise
+        if ref.get("failureMode") == "FailOpen":
+            effect = "the gateway sends the model's requests to any pod of the pool (failureMode FailOpen)"
+        else:
+            effect = "the gateway refuses every request for the model (failureMode FailClose)"
+        return IntegrationProblem(
+            REASON_ENDPOINT_PICKER_NOT_FOUND,
+            f"Service {namespace}/{service}, the endpoint picker of InferencePool {namespace}/{name}, "
+            f"does not exist, so {effect}: deploy the Inference Extension's endpoint picker for the "
+            f"pool (--pool-name {name}) behind a Service named {service}, or switch "
+            "integrations.inferencePool off in the operator configuration",
+        )
+    state.pickers.add((namespace, service))
+    return None
+
+
 async def _apply_all(
     rt: Runtime,
     state: IntegrationState,
@@ -351,6 +388,7 @@ async def _apply_all(
     """Apply what differs; record per workload which kinds are in place and what went wrong."""
     outcome = _Outcome()
     routed: list[WorkloadKey] = []
+    pools: list[dict[str, Any]] = []
     for obj in desired:
         key = ObjectKey.of(obj)
         owners = _owners(obj)
@@ -393,6 +431,12 @@ async def _apply_all(
         outcome.ok(owners, key.kind)
         if key.kind in ROUTE_KINDS:
             routed += owners
+        if (key.api_version, key.kind) == POOL_KIND:
+            pools.append(obj)
+    for pool in pools:
+        problem = await asyncio.to_thread(_endpoint_picker_missing, rt, state, pool)
+        if problem is not None:
+            outcome.fail(_owners(pool), problem)
     if routed:
         problem = await asyncio.to_thread(_gateway_missing, rt, namespace)
         if problem is not None:
@@ -573,6 +617,7 @@ async def resync(rt: Runtime, state: IntegrationState) -> None:
     while True:
         await asyncio.sleep(rt.config.resync_seconds)
         state.missing.clear()
+        state.pickers.clear()
         state.quiet.clear()
         idx = rt.indexes
         if idx is not None:

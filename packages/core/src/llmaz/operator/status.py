@@ -39,6 +39,7 @@ __all__ = [
     "REASON_APPLIED",
     "REASON_AVAILABLE",
     "REASON_CRD_NOT_INSTALLED",
+    "REASON_ENDPOINT_PICKER_NOT_FOUND",
     "REASON_GATEWAY_NOT_FOUND",
     "REASON_NAME_CONFLICT",
     "REASON_PENDING",
@@ -398,6 +399,7 @@ def preheated_condition(
 REASON_APPLIED = "Applied"
 REASON_CRD_NOT_INSTALLED = "CRDNotInstalled"
 REASON_GATEWAY_NOT_FOUND = "GatewayNotFound"
+REASON_ENDPOINT_PICKER_NOT_FOUND = "EndpointPickerNotFound"
 REASON_REJECTED = "Rejected"
 MAX_MESSAGE = 1024
 """Longest condition message written (the rest is cut with an ellipsis)."""
@@ -407,8 +409,9 @@ MAX_MESSAGE = 1024
 class IntegrationProblem:
     """Why an integration object of a workload could not be applied, and what to do about it.
 
-    :param reason: condition reason (``CRDNotInstalled``, ``GatewayNotFound``, ``Rejected``,
-        ``NameConflict``, or a render error's reason such as ``InvalidAnnotation``).
+    :param reason: condition reason (``CRDNotInstalled``, ``GatewayNotFound``,
+        ``EndpointPickerNotFound``, ``Rejected``, ``NameConflict``, or a render error's reason such
+        as ``InvalidAnnotation``).
     :param message: names the object or setting at fault and the fix.
     """
 
