@@ -232,7 +232,16 @@ def test_release_service_account_has_the_chart_rbac(apiserver: ControlPlane, ins
         ("delete", "services", "", "yes"),
         ("get", "services", "", "yes"),  # read only before applying a child it created with a POST
         ("update", "services", "", "no"),  # children are applied, never replaced
-        ("get", "pods", "", "no"),  # other reads go through list + watch
+        (
+            "get",
+            "pods",
+            "",
+            "yes",
+        ),  # only to grant it to endpoint pickers (a Role grants what its writer holds)
+        ("update", "pods", "", "no"),
+        ("create", "roles.rbac.authorization.k8s.io", "", "yes"),  # an endpoint picker's Role
+        ("escalate", "roles.rbac.authorization.k8s.io", "", "no"),  # ... granting no more than it holds
+        ("bind", "clusterroles.rbac.authorization.k8s.io", "", "no"),
         ("get", "secrets", "", "no"),
     ):
         res = apiserver.kubectl(

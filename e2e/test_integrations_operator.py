@@ -91,7 +91,7 @@ def _names(cp: ControlPlane, resource: str, ns: str) -> set[str]:
 
 
 def _started(
-    cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False, **more: bool
+    cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False, **more: Any
 ) -> Any:
     config = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor, **more}}
     return running_operator(cp, workdir, ACCOUNT, extra_config=config)
@@ -303,7 +303,9 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
     pg = playground("qwen", namespace, qwen)
     pg["metadata"]["annotations"] = {"llmaz.io/priority": "3", "llmaz.io/target-models": "qwen-lora=1"}
     cp.apply([_gateway(namespace), model(qwen), pg])
-    with _started(cp, tmp_path, ai_gateway=True, httpRoute=True, inferencePool=True) as op:
+    pools = {"httpRoute": True, "inferencePool": True}
+    # first with endpoint pickers brought by the user (endpointPickerImage empty)
+    with _started(cp, tmp_path, ai_gateway=True, endpointPickerImage="", **pools) as op:
         _wait_ready(op)
         # no endpoint picker deployed for the pool: the condition says what requests meet and what to do
         wait_until(
@@ -363,6 +365,54 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
             30,
             op.log,
         )
+        assert get(cp, f"{POOL}/qwen", namespace) is not None
+        assert op.stop() == 0
+
+    # then deployed by the operator (the default): the user's stand-in holds the Service's name
+    with _started(cp, tmp_path, ai_gateway=True, **pools) as op:
+        _wait_ready(op)
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("reason") == "NameConflict", "NameConflict", 60, op.log
+        )
+        assert (
+            f"Service {namespace}/qwen-epp exists and was not made by llmaz"
+            in (_ready(cp, namespace, "qwen")["message"])
+        )
+        stand_in = get(cp, "service/qwen-epp", namespace)
+        assert stand_in is not None
+        assert "ownerReferences" not in stand_in["metadata"], "the user's Service was taken over"
+        cp.kubectl("delete", "service", "qwen-epp", "-n", namespace)
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 40, op.log
+        )
+        assert "Deployment, HTTPRoute" in _ready(cp, namespace, "qwen")["message"]
+        # made with the operator's own RBAC: a Role can only grant what its writer holds
+        for kind in (
+            "serviceaccount",
+            "role.rbac.authorization.k8s.io",
+            "rolebinding.rbac.authorization.k8s.io",
+        ):
+            made = get(cp, f"{kind}/qwen-epp", namespace)
+            assert made is not None, kind
+            assert [r["name"] for r in made["metadata"]["ownerReferences"]] == ["qwen"]
+        deployment = get(cp, "deployment/qwen-epp", namespace)
+        assert deployment is not None
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert args[args.index("--pool-name") + 1] == "qwen"
+        assert args[args.index("--pool-namespace") + 1] == namespace
+        service = get(cp, "service/qwen-epp", namespace)
+        assert service is not None
+        assert service["spec"]["ports"][0]["port"] == 9002
+        assert op.stop() == 0
+
+    # and switched back to bring-your-own: the operator's picker objects go
+    with _started(cp, tmp_path, ai_gateway=True, endpointPickerImage="", **pools) as op:
+        _wait_ready(op)
+        wait_until(lambda: get(cp, "deployment/qwen-epp", namespace) is None, "the picker to go", 60, op.log)
+        for kind in ("service", "serviceaccount", "role.rbac.authorization.k8s.io"):
+            wait_until(
+                lambda k=kind: get(cp, f"{k}/qwen-epp", namespace) is None, f"{kind} to go", 30, op.log
+            )
         assert get(cp, f"{POOL}/qwen", namespace) is not None
         assert op.stop() == 0
     cp.kubectl("delete", "pl", "qwen", "-n", namespace, "--wait=false")

@@ -8,6 +8,7 @@ import pytest
 from integration_helpers import MetricsEngine, SilentEngine, model, playground, workload
 
 from llmaz.operator.config import ConfigError, OperatorConfig, load_config
+from llmaz.render.endpoint_picker import endpoint_picker_name, render_endpoint_picker
 from llmaz.render.gateway import (
     MAX_ROUTE_RULES,
     MODEL_HEADER,
@@ -237,6 +238,7 @@ def test_bad_inference_annotations_name_the_annotation(annotations: dict[str, st
 
 
 POOL_REF = {"group": "inference.networking.k8s.io", "kind": "InferencePool"}
+PICKER = {"ServiceAccount", "Role", "RoleBinding", "Deployment", "Service"}
 
 
 def test_routes_send_a_model_to_its_pool_when_the_pools_are_on() -> None:
@@ -293,13 +295,23 @@ def test_every_kind_is_off_by_default_and_on_by_its_switch() -> None:
     }
     assert kinds == set(MANAGED_KINDS)
     only_pool = render_integrations(ws, gateway=GW, inference_pool=True).all_objects()
-    assert {o["kind"] for o in only_pool} == {"InferencePool", "InferenceObjective", "InferenceModelRewrite"}
+    assert {o["kind"] for o in only_pool} == {
+        "InferencePool",
+        "InferenceObjective",
+        "InferenceModelRewrite",
+    } | PICKER
+    no_picker = render_integrations(ws, gateway=GW, inference_pool=True, endpoint_picker_image=None)
+    assert {o["kind"] for o in no_picker.all_objects()} == {
+        "InferencePool",
+        "InferenceObjective",
+        "InferenceModelRewrite",
+    }
 
 
 def test_annotation_switches_one_workload_off() -> None:
     off = workload("off", **{"llmaz.io/disable-integrations": "ai-gateway, pod-monitor"})
     out = render_integrations([workload("on"), off], gateway=GW, **ALL_ON)
-    assert {o["kind"] for o in out.owned[("llm", "off")]} == {"HTTPRoute", "InferencePool"}
+    assert {o["kind"] for o in out.owned[("llm", "off")]} == {"HTTPRoute", "InferencePool"} | PICKER
     assert rule_models(out.shared[0]) == ["on"]
     assert out.shared_owners == (("on",),)
     none = workload("none", **{"llmaz.io/disable-integrations": "all"})
@@ -371,3 +383,78 @@ def test_every_rendered_object_matches_its_real_crd_schema() -> None:
             unavailable.add(obj["kind"])
     assert problems == []
     assert unavailable <= {"AIGatewayRoute", "AIServiceBackend"}
+
+
+def _picker(objs: list[dict]) -> dict[str, dict]:
+    return {o["kind"]: o for o in objs}
+
+
+def test_the_endpoint_picker_reads_its_pool_and_the_engines_metrics_by_their_names() -> None:
+    objs = _picker(render_endpoint_picker(workload("qwen"), image="epp:1", grpc_port=9100))
+    assert set(objs) == PICKER
+    assert {o["metadata"]["name"] for o in objs.values()} == {"qwen-epp"}
+    assert all(o["metadata"]["labels"]["llmaz.io/component"] == "endpoint-picker" for o in objs.values())
+    pod = objs["Deployment"]["spec"]["template"]
+    assert pod["metadata"]["labels"] == {"llmaz.io/endpoint-picker": "qwen"}  # not a serving pod
+    assert pod["spec"]["serviceAccountName"] == "qwen-epp"
+    (container,) = pod["spec"]["containers"]
+    assert container["image"] == "epp:1"
+    args = container["args"]
+    flags = dict(zip(args[::2], args[1::2], strict=False))
+    assert flags["--pool-name"] == "qwen"
+    assert flags["--pool-namespace"] == "llm"
+    assert flags["--grpc-port"] == "9100"
+    # the engine's own metrics endpoint and series; a series it does not export is switched off
+    assert args[args.index("--model-server-metrics-port") + 1] == "9400"
+    assert args[args.index("--model-server-metrics-path") + 1] == "/stats"
+    assert args[args.index("--total-queued-requests-metric") + 1] == "engine_queue"
+    assert args[args.index("--kv-cache-usage-percentage-metric") + 1] == ""
+    assert args[args.index("--lora-info-metric") + 1] == ""
+    assert objs["Service"]["spec"]["selector"] == {"llmaz.io/endpoint-picker": "qwen"}
+    assert objs["Service"]["spec"]["ports"][0]["port"] == 9100
+    assert objs["RoleBinding"]["roleRef"]["name"] == "qwen-epp"
+    assert objs["RoleBinding"]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "qwen-epp", "namespace": "llm"}
+    ]
+    granted = {(g, r) for rule in objs["Role"]["rules"] for g in rule["apiGroups"] for r in rule["resources"]}
+    assert granted == {
+        ("", "pods"),
+        ("inference.networking.k8s.io", "inferencepools"),
+        ("inference.networking.x-k8s.io", "inferenceobjectives"),
+        ("inference.networking.x-k8s.io", "inferencemodelrewrites"),
+    }
+    assert all(rule["verbs"] == ["get", "list", "watch"] for rule in objs["Role"]["rules"])
+
+
+def test_an_engine_without_metrics_keeps_the_pickers_defaults_and_a_disabled_pool_has_no_picker() -> None:
+    args = _picker(render_endpoint_picker(workload("q", backend=SilentEngine())))["Deployment"]["spec"][
+        "template"
+    ]["spec"]["containers"][0]["args"]
+    assert not any(a.startswith("--model-server") or a.endswith("-metric") for a in args)
+    off = workload("q", **{"llmaz.io/disable-integrations": "inference-pool"})
+    assert render_endpoint_picker(off) == []
+
+
+def test_vllm_names_every_series_the_picker_reads() -> None:
+    from llmaz.plugins.manager import PluginManager
+
+    vllm = dict(PluginManager.from_environment(environ={}).backends)["vllm"]
+    w = Workload.of(playground("q", "q"), model("q"), backend=vllm)
+    args = _picker(render_endpoint_picker(w))["Deployment"]["spec"]["template"]["spec"]["containers"][0][
+        "args"
+    ]
+    flags = dict(zip(args[::2], args[1::2], strict=False))
+    assert args[args.index("--lora-info-metric") + 1] == "vllm:lora_requests_info"
+    assert args[args.index("--kv-cache-usage-percentage-metric") + 1] == "vllm:kv_cache_usage_perc"
+    assert flags["--pool-name"] == "q"
+
+
+def test_a_long_workload_name_gives_a_picker_name_a_service_may_have() -> None:
+    long = "a" * 60
+    name = endpoint_picker_name(long)
+    assert len(name) <= 63
+    assert name.endswith("-epp")
+    assert name != endpoint_picker_name("a" * 59 + "b")
+    assert endpoint_picker_name("qwen") == "qwen-epp"
+    (pool, *_) = render_inference_pool(workload(long))
+    assert pool["spec"]["endpointPickerRef"]["name"] == name

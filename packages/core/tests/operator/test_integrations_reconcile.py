@@ -256,7 +256,7 @@ class ListingApiServer:
         self.events: list[str] = []
         self.conditions: list[str] = []
 
-    def request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         self.lists += 1
         return {"items": [o for o in self.objects if path.endswith("/" + o["kind"].lower() + "s")]}
 
@@ -325,7 +325,7 @@ class ServicesApiServer:
         self.existing = existing
         self.gets: list[str] = []
 
-    def request(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+    def request(self, method: str, path: str, **_: Any) -> dict[str, Any]:
         self.gets.append(path)
         if path.rsplit("/", 1)[-1] not in self.existing:
             raise KubeError(method, path, 404, '{"message": "not found"}')
@@ -359,3 +359,37 @@ def test_a_pool_without_its_endpoint_picker_says_what_requests_meet_and_what_to_
     looked = len(api.gets)
     assert _endpoint_picker_missing(runtime, state, closed) is None
     assert len(api.gets) == looked
+
+
+class NoInferenceExtensionApiServer(ListingApiServer):
+    """Stand-in for an API server without the Inference Extension CRDs; records what is written."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[str] = []
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if "/inference.networking" in path:
+            raise KubeError(
+                method, path, 404, '{"message": "the server could not find the requested resource"}'
+            )
+        return super().request(method, path, **kw)
+
+    async def apply_async(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        self.written.append(obj["kind"])
+        return obj
+
+    async def create_or_apply_async(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
+        return await self.apply_async(obj)
+
+
+def test_without_the_pool_crd_no_endpoint_picker_is_deployed_and_the_condition_says_what_to_install() -> None:
+    api = NoInferenceExtensionApiServer()
+    on = OperatorConfig.model_validate({"integrations": {"inferencePool": True, "podMonitor": True}})
+    rt = Runtime(on, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    _passes(rt, IntegrationState(), indexes([model("qwen")], [playground("a", "qwen")], []))
+    # a picker with no pool would only crash-loop: nothing of it is written, the rest is
+    assert "Deployment" not in api.written
+    assert "InferencePool" not in api.written
+    assert "PodMonitor" in api.written
+    assert api.conditions == ["a: IntegrationsReady=False"]

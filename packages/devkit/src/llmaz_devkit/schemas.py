@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from llmaz.errors import LlmazError
+from llmaz.render.endpoint_picker import INFERENCE_EXTENSION_VERSION
 from llmaz_devkit.repo import chart_dependency_version, repo_root
 
 __all__ = [
@@ -53,6 +54,9 @@ _BUILTIN = {
     ("v1", "ConfigMap"): "io.k8s.api.core.v1.ConfigMap",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
     ("apps/v1", "Deployment"): "io.k8s.api.apps.v1.Deployment",
+    ("v1", "ServiceAccount"): "io.k8s.api.core.v1.ServiceAccount",
+    ("rbac.authorization.k8s.io/v1", "Role"): "io.k8s.api.rbac.v1.Role",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "io.k8s.api.rbac.v1.RoleBinding",
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): "io.k8s.api.resource.v1.ResourceClaimTemplate",
 }
 
@@ -131,7 +135,7 @@ class CrdSource:
 _GWAPI = ("sigs.k8s.io/gateway-api", ("v1.6.3",), "config/crd/standard/gateway.networking.k8s.io_{}.yaml")
 _GIE = (
     "sigs.k8s.io/gateway-api-inference-extension",
-    ("v1.3.0",),
+    (INFERENCE_EXTENSION_VERSION,),
     "config/crd/bases/inference.networking.{}.yaml",
 )
 _GIE_V0 = (  # what earlier llmaz releases wrote (the operator removes it)

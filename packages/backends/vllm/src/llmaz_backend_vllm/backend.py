@@ -38,8 +38,11 @@ class VLLMBackend(Backend):
         time_to_first_token="vllm:time_to_first_token_seconds",
         generation_tokens="vllm:generation_tokens_total",
         kv_cache_usage="vllm:kv_cache_usage_perc",
+        lora_info="vllm:lora_requests_info",
+        cache_info="vllm:cache_config_info",
     )
-    """From vLLM's production-metrics docs; ``kv_cache_usage_perc`` replaced ``gpu_cache_usage_perc``."""
+    """From vLLM's production-metrics docs; ``kv_cache_usage_perc`` replaced ``gpu_cache_usage_perc``.
+    Every name is defined in ``vllm/v1/metrics/loggers.py`` of v0.25.0 (read by hand)."""
     supports_speculative_decoding: ClassVar[bool] = True
     supports_multi_host: ClassVar[bool] = True
 

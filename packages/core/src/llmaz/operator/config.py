@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from llmaz.api._base import ApiModel, Name, ShortString
 from llmaz.render.cache import SharedCache
 from llmaz.render.dra import DraSettings
+from llmaz.render.endpoint_picker import ENDPOINT_PICKER_IMAGE
 from llmaz.render.gateway import GatewayRef
 from llmaz.render.inference_pool import DEFAULT_ENDPOINT_PICKER_PORT
 
@@ -156,6 +157,14 @@ class Integrations(ApiModel):
     endpoint_picker_fail_open: bool = Field(
         default=False, description="Route requests even when the endpoint picker does not answer."
     )
+    endpoint_picker_image: str = Field(
+        default=ENDPOINT_PICKER_IMAGE,
+        max_length=512,
+        description=(
+            "Image of the endpoint picker the operator deploys for each pool (<name>-epp: Deployment, "
+            "Service, ServiceAccount, Role, RoleBinding); empty: deploy none (bring your own)."
+        ),
+    )
     pod_monitor: bool = Field(
         default=False,
         description="A Prometheus Operator PodMonitor per model on its engine's metrics endpoint.",
@@ -187,6 +196,7 @@ class Integrations(ApiModel):
             "inference_pool": self.inference_pool,
             "endpoint_picker_port": self.endpoint_picker_port,
             "endpoint_picker_fail_open": self.endpoint_picker_fail_open,
+            "endpoint_picker_image": self.endpoint_picker_image or None,
             "pod_monitor": self.pod_monitor,
             "monitor_labels": dict(self.monitor_labels),
             "scrape_interval": self.scrape_interval,

@@ -25,6 +25,7 @@ resyncSeconds)`` up to ``resyncSeconds``), so installing a CRD or creating the G
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,7 +39,7 @@ from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
 from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
 from llmaz.operator.engine import _digest, _event, models_by_name
-from llmaz.operator.kube import KubeError, ObjectKey, resource_path
+from llmaz.operator.kube import KubeError, NameTaken, ObjectKey, resource_path
 from llmaz.operator.runtime import (
     Indexes,
     Runtime,
@@ -61,10 +62,12 @@ from llmaz.operator.status import (
     with_condition,
 )
 from llmaz.render import RenderError
+from llmaz.render.endpoint_picker import COMPONENT, LABEL_COMPONENT
 from llmaz.render.gateway import GATEWAY_API_VERSION
 from llmaz.render.inference_pool import INFERENCE_API_VERSION, RETIRED_KINDS
 from llmaz.render.integrations import (
     KIND_SOURCES,
+    LIST_SELECTORS,
     OBSERVED_KINDS,
     IntegrationObjects,
     render_integrations,
@@ -232,8 +235,10 @@ def _list(
     CRD is not installed (a warning, except for a retired kind: its CRD is expected to be gone)."""
     if (api_version, kind) in state.missing:
         return []
+    selector = LIST_SELECTORS.get((api_version, kind))
+    query = {"labelSelector": selector} if selector is not None else None
     try:
-        answer = rt.kube.request("GET", resource_path(api_version, kind, namespace))
+        answer = rt.kube.request("GET", resource_path(api_version, kind, namespace), query=query)
     except KubeError as err:
         if err.status != 404:
             raise
@@ -410,7 +415,24 @@ async def _apply_all(
             continue
         if current is None or not contains(current, obj):
             try:
-                await rt.kube.apply_async(obj)
+                if current is None and (key.api_version, key.kind) in LIST_SELECTORS:
+                    # not listed, yet maybe someone else's: created, applied only if ours after all
+                    await rt.kube.create_or_apply_async(
+                        obj, exists=False, held=functools.partial(held_by_another, owner=controller_ref(obj))
+                    )
+                else:
+                    await rt.kube.apply_async(obj)
+            except NameTaken as err:
+                log.warning("%s %s/%s belongs to someone else; left alone", key.kind, namespace, key.name)
+                outcome.fail(
+                    owners,
+                    IntegrationProblem(
+                        REASON_NAME_CONFLICT,
+                        f"{key.kind} {namespace}/{key.name} exists and {err.why}: delete or rename that "
+                        "one, or rename this one",
+                    ),
+                )
+                continue
             except KubeError as err:
                 if err.status == 404:
                     state.missing.add((key.api_version, key.kind))  # CRD removed since the list
@@ -523,6 +545,12 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
     for api_version, kind in OBSERVED_KINDS:
         observed += await asyncio.to_thread(_list, rt, state, api_version, kind, namespace)
     live = {ObjectKey.of(o): o for o in observed}
+    if POOL_KIND in state.missing:  # no pool can exist: a picker would only crash-loop without it
+        desired = [
+            o
+            for o in desired
+            if ((o.get("metadata") or {}).get("labels") or {}).get(LABEL_COMPONENT) != COMPONENT
+        ]
     applied = await _apply_all(rt, state, namespace, desired, live)
     outcome.applied.update(applied.applied)
     for owner, found in applied.problems.items():

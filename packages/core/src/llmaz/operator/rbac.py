@@ -10,11 +10,12 @@ Pure data: no kopf, no Kubernetes client.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from llmaz.render.gateway import GATEWAY_API_VERSION
 from llmaz.render.inference_pool import RETIRED_KINDS
-from llmaz.render.integrations import MANAGED_KINDS
+from llmaz.render.integrations import MANAGED_KINDS, PICKER_KINDS
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,34 @@ RETIRED_VERBS = ("list", "delete")
 """Kinds earlier releases rendered are only found and removed."""
 
 
-def _by_group(kinds: tuple[tuple[str, str], ...], verbs: tuple[str, ...], why: str) -> tuple[Rule, ...]:
+PICKER_VERBS = ("get", *INTEGRATION_VERBS)
+"""An endpoint picker's objects are listed by label, so a name may be someone else's: created, and
+read (``get``) when the create finds one, to see whose it is."""
+READ = ("get", "list", "watch")
+PICKER_GRANTS = (
+    Rule(("",), ("pods",), READ, "granted to each endpoint picker's Role"),
+    Rule(
+        ("inference.networking.k8s.io",), ("inferencepools",), READ, "granted to each endpoint picker's Role"
+    ),
+    Rule(
+        ("inference.networking.x-k8s.io",),
+        ("inferencemodelrewrites", "inferenceobjectives"),
+        READ,
+        "granted to each endpoint picker's Role",
+    ),
+)
+"""What the Role of every endpoint picker grants (:mod:`llmaz.render.endpoint_picker`): Kubernetes
+lets a Role be written only by someone who holds what it grants."""
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/", maxsplit=1)[0] if "/" in api_version else ""
+
+
+def _by_group(kinds: Iterable[tuple[str, str]], verbs: tuple[str, ...], why: str) -> tuple[Rule, ...]:
     by_group: dict[str, list[str]] = {}
     for api_version, kind in kinds:
-        by_group.setdefault(api_version.split("/", maxsplit=1)[0], []).append(kind.lower() + "s")
+        by_group.setdefault(_group(api_version), []).append(kind.lower() + "s")
     return tuple(
         Rule((group,), tuple(sorted(plurals)), verbs, why) for group, plurals in sorted(by_group.items())
     )
@@ -63,18 +88,23 @@ def _by_group(kinds: tuple[tuple[str, str], ...], verbs: tuple[str, ...], why: s
 
 def integration_rules() -> tuple[Rule, ...]:
     objects = _by_group(
-        MANAGED_KINDS, INTEGRATION_VERBS, "integration objects (operator.config.integrations)"
+        (k for k in MANAGED_KINDS if k not in PICKER_KINDS),
+        INTEGRATION_VERBS,
+        "integration objects (operator.config.integrations)",
+    )
+    pickers = _by_group(
+        PICKER_KINDS, PICKER_VERBS, "endpoint pickers of InferencePools (integrations.inferencePool)"
     )
     retired = _by_group(
         RETIRED_KINDS, RETIRED_VERBS, "integration kinds earlier llmaz releases wrote, removed where found"
     )
     gateway = Rule(
-        (GATEWAY_API_VERSION.split("/", maxsplit=1)[0],),
+        (_group(GATEWAY_API_VERSION),),
         ("gateways",),
         ("get",),
         "the Gateway routes attach to (integrations.gatewayName) is checked for IntegrationsReady",
     )
-    return (*objects, *retired, gateway)
+    return (*objects, *pickers, *PICKER_GRANTS, *retired, gateway)
 
 
 RULES: tuple[Rule, ...] = (

@@ -22,6 +22,10 @@ class EngineMetrics:
         ``_bucket``/``_sum``/``_count`` series are derived from it).
     :param generation_tokens: counter of generated tokens (``rate()`` of it is tokens per second).
     :param kv_cache_usage: gauge of the KV-cache use as a ratio between 0 and 1.
+    :param lora_info: info gauge whose labels list the LoRA adapters loaded and waiting (the
+        Inference Extension's endpoint picker routes adapter requests by it).
+    :param cache_info: info gauge whose labels give the KV-cache configuration (the endpoint
+        picker's prefix-cache scorer reads the block size from it).
     """
 
     requests_running: str | None = None
@@ -29,6 +33,8 @@ class EngineMetrics:
     time_to_first_token: str | None = None
     generation_tokens: str | None = None
     kv_cache_usage: str | None = None
+    lora_info: str | None = None
+    cache_info: str | None = None
 
     def series(self) -> set[str]:
         """Every series name a query may use, histogram suffixes included."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from llmaz.render.endpoint_picker import endpoint_picker_name
 from llmaz.render.errors import RenderError
 from llmaz.render.objects import LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL, metadata
 from llmaz.render.workload import Workload
@@ -148,7 +149,7 @@ def render_inference_pool(
     ``InferenceModelRewrite`` when its annotations ask for them (empty when disabled for it).
 
     :param endpoint_picker: name of the endpoint-picker Service in the workload's namespace;
-        default ``<name>-epp``.
+        default :func:`~llmaz.render.endpoint_picker.endpoint_picker_name` (``<name>-epp``).
     :param endpoint_picker_port: its gRPC port.
     :param fail_open: route requests even when the endpoint picker does not answer.
     :raises InvalidInferenceModel: a bad priority, criticality or target-models annotation.
@@ -167,7 +168,7 @@ def render_inference_pool(
                 "targetPorts": [{"number": w.port}],
                 "endpointPickerRef": {
                     "kind": "Service",
-                    "name": endpoint_picker or f"{w.name}-epp",
+                    "name": endpoint_picker or endpoint_picker_name(w.name),
                     "port": {"number": endpoint_picker_port},
                     "failureMode": "FailOpen" if fail_open else "FailClose",
                 },

@@ -14,6 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmaz.api.conventions import MANAGED_BY, MANAGER
+from llmaz.render.endpoint_picker import (
+    COMPONENT,
+    ENDPOINT_PICKER_IMAGE,
+    LABEL_COMPONENT,
+    render_endpoint_picker,
+)
 from llmaz.render.gateway import (
     AIGATEWAY_API_VERSION,
     ENVOY_GATEWAY_API_VERSION,
@@ -35,14 +41,29 @@ from llmaz.render.workload import Workload
 
 __all__ = [
     "KIND_SOURCES",
+    "LIST_SELECTORS",
     "MANAGED_KINDS",
     "OBSERVED_KINDS",
+    "PICKER_KINDS",
     "IntegrationObjects",
     "ObjectKey",
     "object_key",
     "render_integrations",
     "stale_objects",
 ]
+
+PICKER_KINDS: tuple[tuple[str, str], ...] = (
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+)
+"""Built-in kinds of the endpoint pickers the operator deploys (:mod:`llmaz.render.endpoint_picker`)."""
+LIST_SELECTORS: Mapping[tuple[str, str], str] = dict.fromkeys(PICKER_KINDS, f"{LABEL_COMPONENT}={COMPONENT}")
+"""Kinds listed with a label selector (a namespace holds many Services, Deployments, ... not
+llmaz's integrations'): an object of such a kind not listed may still exist under someone else,
+so it is created (never applied over) the first time."""
 
 KIND_SOURCES: Mapping[tuple[str, str], tuple[str, str]] = {
     (ENVOY_GATEWAY_API_VERSION, "Backend"): ("ai-gateway", "Envoy Gateway"),
@@ -56,6 +77,7 @@ KIND_SOURCES: Mapping[tuple[str, str], tuple[str, str]] = {
         "Gateway API Inference Extension",
     ),
     (MONITORING_API_VERSION, "PodMonitor"): ("pod-monitor", "Prometheus Operator"),
+    **dict.fromkeys(PICKER_KINDS, ("inference-pool", "Kubernetes")),
 }
 """``(apiVersion, kind)`` -> (the integration that renders it, as named in
 ``llmaz.io/disable-integrations``; the project whose CRD defines it)."""
@@ -95,11 +117,13 @@ def render_integrations(
     inference_pool: bool = False,
     endpoint_picker_port: int = DEFAULT_ENDPOINT_PICKER_PORT,
     endpoint_picker_fail_open: bool = False,
+    endpoint_picker_image: str | None = ENDPOINT_PICKER_IMAGE,
     pod_monitor: bool = False,
     monitor_labels: Mapping[str, str] | None = None,
     scrape_interval: str = "30s",
 ) -> IntegrationObjects:
-    """Integration objects of ``workloads``, one kind per switch (all off by default).
+    """Integration objects of ``workloads``, one kind per switch (all off by default); with
+    ``inference_pool``, each pool's endpoint picker too unless ``endpoint_picker_image`` is ``None``.
 
     :raises RenderError: a workload's annotations are invalid (the error names the workload,
         the annotation and the accepted values).
@@ -120,6 +144,10 @@ def render_integrations(
                     w, endpoint_picker_port=endpoint_picker_port, fail_open=endpoint_picker_fail_open
                 )
             )
+            if endpoint_picker_image:
+                objs.extend(
+                    render_endpoint_picker(w, image=endpoint_picker_image, grpc_port=endpoint_picker_port)
+                )
         if pod_monitor:
             monitor = render_pod_monitor(w, interval=scrape_interval, extra_labels=monitor_labels)
             if monitor is not None:
