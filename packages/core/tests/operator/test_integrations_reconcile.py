@@ -361,18 +361,36 @@ def test_a_pool_without_its_endpoint_picker_says_what_requests_meet_and_what_to_
     assert len(api.gets) == looked
 
 
-class NoInferenceExtensionApiServer(ListingApiServer):
-    """Stand-in for an API server without the Inference Extension CRDs; records what is written."""
+OLD_POOL = {
+    "apiVersion": "inference.networking.x-k8s.io/v1alpha2",
+    "kind": "InferencePool",
+    "metadata": {
+        "name": "a",
+        "namespace": NS,
+        "uid": "old",
+        "labels": {"app.kubernetes.io/managed-by": "llmaz"},
+    },
+}
+"""An Inference Extension v0.5 pool an earlier llmaz release wrote."""
 
-    def __init__(self) -> None:
-        super().__init__()
+
+class PoolsApiServer(ListingApiServer):
+    """Stand-in for an API server that lists ``objects``, serves the Inference Extension v1 pool
+    CRD or not (``v1``), has every endpoint picker Service, and records what is written and deleted."""
+
+    def __init__(self, objects: list[dict[str, Any]], *, v1: bool) -> None:
+        super().__init__(objects)
+        self.v1 = v1
         self.written: list[str] = []
+        self.deleted: list[str] = []
 
     def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        if "/inference.networking" in path:
+        if "/inference.networking.k8s.io/" in path and not self.v1:
             raise KubeError(
                 method, path, 404, '{"message": "the server could not find the requested resource"}'
             )
+        if "/services/" in path:
+            return {}
         return super().request(method, path, **kw)
 
     async def apply_async(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -382,14 +400,32 @@ class NoInferenceExtensionApiServer(ListingApiServer):
     async def create_or_apply_async(self, obj: dict[str, Any], **_: Any) -> dict[str, Any]:
         return await self.apply_async(obj)
 
+    async def delete_async(self, key: Any, uid: str | None = None) -> bool:
+        self.deleted.append(key.kind)
+        return True
+
+
+def _pools_pass(api: PoolsApiServer, **settings: bool) -> None:
+    config = OperatorConfig.model_validate({"integrations": {"inferencePool": True, **settings}})
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    _passes(rt, IntegrationState(), indexes([model("qwen")], [playground("a", "qwen")], []))
+
 
 def test_without_the_pool_crd_no_endpoint_picker_is_deployed_and_the_condition_says_what_to_install() -> None:
-    api = NoInferenceExtensionApiServer()
-    on = OperatorConfig.model_validate({"integrations": {"inferencePool": True, "podMonitor": True}})
-    rt = Runtime(on, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
-    _passes(rt, IntegrationState(), indexes([model("qwen")], [playground("a", "qwen")], []))
+    api = PoolsApiServer([OLD_POOL], v1=False)
+    _pools_pass(api, podMonitor=True)
     # a picker with no pool would only crash-loop: nothing of it is written, the rest is
     assert "Deployment" not in api.written
     assert "InferencePool" not in api.written
     assert "PodMonitor" in api.written
     assert api.conditions == ["a: IntegrationsReady=False"]
+    # what an earlier release wrote for Inference Extension v0.5 keeps serving meanwhile
+    assert api.deleted == []
+
+
+def test_the_retired_pool_goes_once_the_v1_pool_can_be_made() -> None:
+    api = PoolsApiServer([OLD_POOL], v1=True)
+    _pools_pass(api)
+    assert {"InferencePool", "Deployment"} <= set(api.written)
+    assert api.deleted == ["InferencePool"]
+    assert api.conditions == ["a: IntegrationsReady=True"]

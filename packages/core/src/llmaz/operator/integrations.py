@@ -353,6 +353,16 @@ def _gateway_missing(rt: Runtime, namespace: str) -> IntegrationProblem | None:
     return None
 
 
+def _name_conflict(key: ObjectKey, why: str) -> IntegrationProblem:
+    """The problem of an object whose name someone else's object holds (``why``: whose it is)."""
+    log.warning("%s %s/%s belongs to someone else; left alone", key.kind, key.namespace, key.name)
+    return IntegrationProblem(
+        REASON_NAME_CONFLICT,
+        f"{key.kind} {key.namespace}/{key.name} exists and {why}: delete or rename that one, "
+        "or rename this one",
+    )
+
+
 def _endpoint_picker_missing(
     rt: Runtime, state: IntegrationState, pool: Mapping[str, Any]
 ) -> IntegrationProblem | None:
@@ -403,15 +413,7 @@ async def _apply_all(
         current = live.get(key)
         why = held_by_another(current, controller_ref(obj)) if current is not None else None
         if why is not None:
-            log.warning("%s %s/%s belongs to someone else; left alone", key.kind, namespace, key.name)
-            outcome.fail(
-                owners,
-                IntegrationProblem(
-                    REASON_NAME_CONFLICT,
-                    f"{key.kind} {namespace}/{key.name} exists and {why}: delete or rename that one, "
-                    "or rename this one",
-                ),
-            )
+            outcome.fail(owners, _name_conflict(key, why))
             continue
         if current is None or not contains(current, obj):
             try:
@@ -422,16 +424,8 @@ async def _apply_all(
                     )
                 else:
                     await rt.kube.apply_async(obj)
-            except NameTaken as err:
-                log.warning("%s %s/%s belongs to someone else; left alone", key.kind, namespace, key.name)
-                outcome.fail(
-                    owners,
-                    IntegrationProblem(
-                        REASON_NAME_CONFLICT,
-                        f"{key.kind} {namespace}/{key.name} exists and {err.why}: delete or rename that "
-                        "one, or rename this one",
-                    ),
-                )
+            except NameTaken as err:  # not listed (a kind listed by label), found by the create
+                outcome.fail(owners, _name_conflict(key, err.why))
                 continue
             except KubeError as err:
                 if err.status == 404:
@@ -557,6 +551,8 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         outcome.problems.setdefault(owner, set()).update(found)
     for stale in stale_objects(observed, result):
         key = ObjectKey(*stale)
+        if (key.api_version, key.kind) in RETIRED_KINDS and POOL_KIND in state.missing:
+            continue  # the v0.5 pool still serves while the v1 one cannot be made: kept until it can
         await rt.kube.delete_async(key, uid_of(live[key]))
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
     await _write_conditions(rt, state, snaps, outcome)
