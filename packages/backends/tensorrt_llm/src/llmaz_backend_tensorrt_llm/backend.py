@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from llmaz.api import RecommendedConfig, ResourceRequirements
 from llmaz.api.conventions import MODEL_PATH
@@ -24,8 +24,19 @@ class TensorRTLLMBackend(Backend):
     tensor_parallel_flag: ClassVar[str | None] = "--tp_size"
     metrics_path: ClassVar[str | None] = None
 
+    STARTUP_MINUTES: ClassVar[int] = 30
+    """``trtllm-serve`` given a Hugging Face checkpoint builds a TensorRT engine from it before it
+    answers, which takes tens of minutes for large models: the default five minutes would have the
+    kubelet restart the container mid-build, forever."""
+
     def command(self) -> list[str]:
         return ["trtllm-serve"]
+
+    def startup_probe(self) -> dict[str, Any] | None:
+        probe = super().startup_probe()
+        if probe is None:
+            return None
+        return {**probe, "failureThreshold": self.STARTUP_MINUTES * 60 // int(probe["periodSeconds"])}
 
     def recommended_configs(self) -> list[RecommendedConfig]:
         return [
