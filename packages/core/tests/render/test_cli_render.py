@@ -232,6 +232,41 @@ def test_render_with_the_operator_config_uses_its_shared_cache_loader_image_and_
     )
 
 
+def test_render_with_the_operator_config_prints_the_objects_of_its_integrations(tmp_path: Path) -> None:
+    config = tmp_path / "operator.yaml"
+    config.write_text("integrations:\n  aiGateway: true\n  inferencePool: true\n")
+    example = str(EXAMPLES / "inference-pool" / "playground.yaml")
+    code, out, err = run("-f", example, "--config", str(config))
+    assert code == 0, err
+    documents = list(yaml.safe_load_all(out))
+    kinds = [d["kind"] for d in documents]
+    assert kinds[:3] == ["Service", "LeaderWorkerSet", "Service"]  # the Playground's children first
+    assert {
+        "InferencePool",
+        "InferenceObjective",
+        "InferenceModelRewrite",
+        "Deployment",
+        "AIGatewayRoute",
+    } <= set(kinds)
+    route = next(d for d in documents if d["kind"] == "AIGatewayRoute")
+    assert route["spec"]["rules"][0]["backendRefs"] == [
+        {"group": "inference.networking.k8s.io", "kind": "InferencePool", "name": "qwen2-0--5b-pooled"}
+    ]
+    picker = next(d for d in documents if d["kind"] == "Deployment")
+    args = picker["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--total-queued-requests-metric") + 1] == "vllm:num_requests_waiting"
+    # without the config, or with every integration off: only the children
+    code, out, _ = run("-f", example)
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["Service", "LeaderWorkerSet", "Service"]
+    # a bad annotation is an error naming the file, the object and the annotation
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(Path(example).read_text().replace('llmaz.io/priority: "10"', "llmaz.io/priority: high"))
+    code, _, err = run("-f", str(bad), "--config", str(config))
+    assert code == 1
+    assert "Playground/qwen2-0--5b-pooled" in err
+    assert "metadata.annotations[llmaz.io/priority]: 'high' is not a whole number" in err
+
+
 def test_render_names_the_config_file_and_field_of_a_bad_cache(tmp_path: Path) -> None:
     config = tmp_path / "operator.yaml"
     config.write_text("modelLoader:\n  sharedCache: {hostPath: relative/dir}\n")

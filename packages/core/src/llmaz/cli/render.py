@@ -152,7 +152,8 @@ def render(
         typer.Option(
             "--config",
             help="The operator's config file (as given to 'llmaz operator run --config'); its "
-            "modelLoader settings (image, sharedCache) and schedulerName apply, as in the operator.",
+            "modelLoader settings (image, sharedCache) and schedulerName apply, as in the operator, "
+            "and the objects of the integrations it switches on are printed too.",
             dir_okay=False,
         ),
     ] = None,
@@ -182,6 +183,7 @@ def render(
             model_cache=loader.shared_cache,
             scheduler_name=settings.scheduler_name or None,
             warnings=warnings,
+            integrations=settings.integrations.render_options() if settings.integrations.any_on else None,
         )
     except RenderError as err:
         _print_warnings(sourced, warnings)

@@ -34,7 +34,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmaz.api import Playground, Service
-from llmaz.api.conventions import DEFAULT_BACKEND
 from llmaz.api.inference import CONDITION_INTEGRATIONS_READY
 from llmaz.operator.config import Integrations
 from llmaz.operator.diff import contains
@@ -73,7 +72,12 @@ from llmaz.render.integrations import (
     render_integrations,
     stale_objects,
 )
-from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, Workload
+from llmaz.render.workload import (
+    ANNOTATION_DISABLE_INTEGRATIONS,
+    Workload,
+    main_model_name,
+    served_backend_name,
+)
 
 __all__ = ["IntegrationState", "reconcile_namespace", "workloads_of"]
 
@@ -166,13 +170,6 @@ class IntegrationState:
 # ------------------------------------------------------------------------------ workloads
 
 
-def _main_model(spec: Playground | Service) -> str | None:
-    if isinstance(spec, Playground) and spec.spec.model_claim is not None:
-        return spec.spec.model_claim.model_name
-    claims = spec.spec.model_claims
-    return claims.models[0].name if claims is not None and claims.models else None
-
-
 def _parse(kind: type[Playground] | type[Service], snap: Snapshot) -> Playground | Service | None:
     try:
         return kind.model_validate({k: v for k, v in snap.items() if k != "status"})
@@ -207,13 +204,11 @@ def workloads_of(
         meta = snap.get("metadata") or {}
         if (meta.get("namespace") or "") != namespace or meta.get("deletionTimestamp"):
             continue
-        model = models.get(_main_model(owner) or "")
+        model = models.get(main_model_name(owner) or "")
         if model is None:
             continue
-        backend = None
-        if isinstance(owner, Playground):
-            brc = owner.spec.backend_runtime_config
-            backend = rt.plugins.get_backend((brc.backend_name if brc else None) or DEFAULT_BACKEND)
+        backend_name = served_backend_name(owner)
+        backend = rt.plugins.get_backend(backend_name) if backend_name else None
         w = Workload.of(owner, model, backend=backend)
         try:
             w.disabled()

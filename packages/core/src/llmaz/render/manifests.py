@@ -18,8 +18,10 @@ from llmaz.render.errors import (
     RenderErrors,
     known_names,
 )
+from llmaz.render.integrations import render_integrations
 from llmaz.render.plan import PluginSource, plan_tree
 from llmaz.render.service import DEFAULT_MODEL_LOADER_IMAGE
+from llmaz.render.workload import Workload, main_model_name, served_backend_name
 
 __all__ = ["PluginSource", "RenderWarning", "field_path", "parse_document", "render_manifests"]
 
@@ -91,6 +93,7 @@ def render_manifests(
     model_cache: SharedCache | None = None,
     scheduler_name: str | None = None,
     warnings: list[RenderWarning] | None = None,
+    integrations: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Every object the operator would create for ``documents``.
 
@@ -102,7 +105,10 @@ def render_manifests(
 
     Every object is tried, so one call reports every problem of the stream. ``warnings``, when
     given, gets what did not stop the render (an autoscaler's problems, such as the ``hpa`` plugin's
-    ``NoScaleTrigger``), in document order.
+    ``NoScaleTrigger``), in document order. With ``integrations`` (the keyword arguments of
+    :func:`~llmaz.render.integrations.render_integrations`, as ``OperatorConfig.integrations``
+    gives them), the integration objects of every Playground and inference Service whose model is in
+    ``documents`` follow, without the owner references the operator adds.
 
     :raises RenderError: the problem, with ``kind`` and ``name`` of the object at fault; when several
         objects fail, a :class:`RenderErrors` listing each of them in document order.
@@ -162,8 +168,29 @@ def render_manifests(
                     warnings += [RenderWarning(obj.kind, obj.name, p.reason, p.message) for p in problems]
         except RenderError as err:
             errors.append(_with_owner(err, obj))
+    if integrations is not None and not errors:
+        try:
+            out += render_integrations(_workloads(parsed, models, plugins), **integrations).all_objects()
+        except RenderError as err:
+            errors.append(err)
     if len(errors) == 1:
         raise errors[0]
     if errors:
         raise RenderErrors(errors)
+    return out
+
+
+def _workloads(
+    parsed: Iterable[Resource], models: Mapping[str, OpenModel], plugins: PluginSource | None
+) -> list[Workload]:
+    out = []
+    for obj in parsed:
+        if not isinstance(obj, (Playground, Service)):
+            continue
+        model = models.get(main_model_name(obj) or "")
+        if model is None:
+            continue
+        backend_name = served_backend_name(obj)
+        backend = plugins.get_backend(backend_name) if plugins is not None and backend_name else None
+        out.append(Workload.of(obj, model, backend=backend))
     return out

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from llmaz.api import OpenModel, Playground, Service
-from llmaz.api.conventions import LABEL_MODEL_NAME, MANAGED_BY, MANAGER
+from llmaz.api.conventions import DEFAULT_BACKEND, LABEL_MODEL_NAME, MANAGED_BY, MANAGER
 from llmaz.api.core import DEFAULT_OWNED_BY
 from llmaz.plugins.backend import Backend
 from llmaz.render.errors import RenderError
@@ -20,6 +20,8 @@ __all__ = [
     "LABEL_WORKLOAD",
     "InvalidIntegrationAnnotation",
     "Workload",
+    "main_model_name",
+    "served_backend_name",
 ]
 
 ANNOTATION_DISABLE_INTEGRATIONS = "llmaz.io/disable-integrations"
@@ -28,6 +30,23 @@ INTEGRATIONS: tuple[str, ...] = ("ai-gateway", "http-route", "inference-pool", "
 """Integration names accepted by :data:`ANNOTATION_DISABLE_INTEGRATIONS`."""
 LABEL_WORKLOAD = "llmaz.io/workload"
 """Label on every integration object: the Playground/Service it was rendered for."""
+
+
+def main_model_name(owner: Playground | Service) -> str | None:
+    """The model a Playground or inference Service serves (its claim, or the first of its claims)."""
+    if isinstance(owner, Playground) and owner.spec.model_claim is not None:
+        return owner.spec.model_claim.model_name
+    claims = owner.spec.model_claims
+    return claims.models[0].name if claims is not None and claims.models else None
+
+
+def served_backend_name(owner: Playground | Service) -> str | None:
+    """The backend a Playground names (default ``vllm``); ``None`` for an inference Service, whose
+    backend is in its own template."""
+    if not isinstance(owner, Playground):
+        return None
+    brc = owner.spec.backend_runtime_config
+    return (brc.backend_name if brc else None) or DEFAULT_BACKEND
 
 
 class InvalidIntegrationAnnotation(RenderError):
