@@ -78,6 +78,16 @@ def _ready(cp: ControlPlane, ns: str, name: str) -> dict[str, Any]:
     return condition(get(cp, f"pl/{name}", ns), READY)
 
 
+def _problem(
+    cp: ControlPlane, ns: str, name: str, reason: str, op: Operator, *, timeout: float = 60
+) -> dict[str, Any]:
+    """The workload's ``IntegrationsReady`` once it is ``False`` with ``reason``."""
+    wait_until(lambda: _ready(cp, ns, name).get("reason") == reason, f"{name}: {reason}", timeout, op.log)
+    cond = _ready(cp, ns, name)
+    assert cond["status"] == "False", cond
+    return cond
+
+
 def _rules(cp: ControlPlane, ns: str) -> list[str] | None:
     route = get(cp, ROUTE, ns)
     if route is None:
@@ -151,23 +161,12 @@ def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when
         )
         assert "odd-lb" not in _names(cp, "backend.gateway.envoyproxy.io", namespace)
         # ... and in its status, which stays there (not only in an Event that expires)
-        wait_until(
-            lambda: _ready(cp, namespace, "odd").get("reason") == "InvalidAnnotation", "odd's condition"
-        )
-        odd = _ready(cp, namespace, "odd")
-        assert odd["status"] == "False"
+        odd = _problem(cp, namespace, "odd", "InvalidAnnotation", op)
         assert "'ai-gatewy'" in odd["message"]
 
         # no Gateway named llmaz-gateway yet: the objects are applied, and the status says why no
         # traffic can reach them and what to do
-        wait_until(
-            lambda: _ready(cp, namespace, "qwen").get("reason") == "GatewayNotFound",
-            "GatewayNotFound",
-            30,
-            op.log,
-        )
-        missing = _ready(cp, namespace, "qwen")
-        assert missing["status"] == "False"
+        missing = _problem(cp, namespace, "qwen", "GatewayNotFound", op, timeout=30)
         assert missing["observedGeneration"] == pgs["qwen"]["metadata"]["generation"]  # type: ignore[index]
         assert f"Gateway {namespace}/llmaz-gateway does not exist" in missing["message"]
         assert "create it, or set integrations.gatewayName" in missing["message"]
@@ -308,14 +307,7 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
     with _started(cp, tmp_path, ai_gateway=True, endpointPickerImage="", **pools) as op:
         _wait_ready(op)
         # no endpoint picker deployed for the pool: the condition says what requests meet and what to do
-        wait_until(
-            lambda: _ready(cp, namespace, "qwen").get("reason") == "EndpointPickerNotFound",
-            "EndpointPickerNotFound",
-            60,
-            op.log,
-        )
-        missing = _ready(cp, namespace, "qwen")
-        assert missing["status"] == "False"
+        missing = _problem(cp, namespace, "qwen", "EndpointPickerNotFound", op)
         assert missing["message"].startswith(
             f"Service {namespace}/qwen-epp, the endpoint picker of InferencePool {namespace}/qwen, does "
             "not exist, so the gateway refuses every request for the model (failureMode FailClose): "
@@ -371,13 +363,8 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
     # then deployed by the operator (the default): the user's stand-in holds the Service's name
     with _started(cp, tmp_path, ai_gateway=True, **pools) as op:
         _wait_ready(op)
-        wait_until(
-            lambda: _ready(cp, namespace, "qwen").get("reason") == "NameConflict", "NameConflict", 60, op.log
-        )
-        assert (
-            f"Service {namespace}/qwen-epp exists and was not made by llmaz"
-            in (_ready(cp, namespace, "qwen")["message"])
-        )
+        conflict = _problem(cp, namespace, "qwen", "NameConflict", op)
+        assert f"Service {namespace}/qwen-epp exists and was not made by llmaz" in conflict["message"]
         stand_in = get(cp, "service/qwen-epp", namespace)
         assert stand_in is not None
         assert "ownerReferences" not in stand_in["metadata"], "the user's Service was taken over"
@@ -454,14 +441,7 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
     with _started(cp, tmp_path, pod_monitor=True) as op:
         _wait_ready(op)
         cp.apply([model(qwen), playground("qwen", namespace, qwen)])
-        wait_until(
-            lambda: _ready(cp, namespace, "qwen").get("reason") == "CRDNotInstalled",
-            "IntegrationsReady=False CRDNotInstalled",
-            60,
-            op.log,
-        )
-        cond = _ready(cp, namespace, "qwen")
-        assert cond["status"] == "False"
+        cond = _problem(cp, namespace, "qwen", "CRDNotInstalled", op)
         assert cond["message"] == (
             "PodMonitor (monitoring.coreos.com/v1) is not installed in the cluster: install the "
             "Prometheus Operator CRDs, or switch integrations.podMonitor off in the operator configuration"
@@ -495,16 +475,8 @@ def test_a_missing_crd_is_a_condition_saying_what_to_install_until_it_is_install
             cp.apply([_hand_written_podmonitor("clash", namespace)], "--server-side")
             wait_until(lambda: _policy_enforced(cp, namespace), "the admission policy to be enforced", 30)
             cp.apply([playground(n, namespace, qwen) for n in ("refused", "clash")])
-            wait_until(
-                lambda: _ready(cp, namespace, "refused").get("reason") == "Rejected", "Rejected", 40, op.log
-            )
-            wait_until(
-                lambda: _ready(cp, namespace, "clash").get("reason") == "NameConflict",
-                "NameConflict",
-                40,
-                op.log,
-            )
-            refused = _ready(cp, namespace, "refused")["message"]
+            refused = _problem(cp, namespace, "refused", "Rejected", op, timeout=40)["message"]
+            _problem(cp, namespace, "clash", "NameConflict", op, timeout=40)
             assert refused.startswith(f"the API server refused PodMonitor {namespace}/refused: ")
             assert "llmaz e2e: no PodMonitor named refused" in refused
             clash = _ready(cp, namespace, "clash")["message"]
