@@ -255,6 +255,18 @@ INFERENCE_KINDS = (
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
     *RETIRED_KINDS,
 )
+INTEGRATION_RESOURCES = {
+    *GATEWAY_RESOURCES,
+    "httproutes",
+    "inferencepools",
+    "inferenceobjectives",
+    "inferencemodelrewrites",
+    "deployments",
+    "services",
+    "serviceaccounts",
+    "roles",
+    "rolebindings",
+}
 POOL = "inferencepool.inference.networking.k8s.io"
 OLD_POOL = "inferencepool.inference.networking.x-k8s.io"
 OLD_MODEL = "inferencemodel.inference.networking.x-k8s.io"
@@ -390,6 +402,11 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
         service = get(cp, "service/qwen-epp", namespace)
         assert service is not None
         assert service["spec"]["ports"][0]["port"] == 9002
+        # converged: the resync (10 s) rewrites none of it (the server's defaults are not a difference)
+        quiet_since = time.time()
+        time.sleep(12)
+        written = [w for w in audit_writes(cp, op.user, quiet_since) if w.split()[1] in INTEGRATION_RESOURCES]
+        assert written == [], f"integration writes on a no-op resync: {written}"
         assert op.stop() == 0
 
     # and switched back to bring-your-own: the operator's picker objects go
