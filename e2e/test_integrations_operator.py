@@ -396,6 +396,9 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
             assert [r["name"] for r in made["metadata"]["ownerReferences"]] == ["qwen"]
         deployment = get(cp, "deployment/qwen-epp", namespace)
         assert deployment is not None
+        # ready means the picker answers: True only once the real Deployment controller, scheduler
+        # and a (KWOK) node have a replica available
+        assert deployment["status"]["availableReplicas"] >= 1
         args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         assert args[args.index("--pool-name") + 1] == "qwen"
         assert args[args.index("--pool-namespace") + 1] == namespace

@@ -14,6 +14,7 @@ from llmaz.operator.integrations import (
     IntegrationState,
     _desired,
     _endpoint_picker_missing,
+    _endpoint_picker_unready,
     _Outcome,
     _schedule_recheck,
     mark,
@@ -424,8 +425,57 @@ def test_without_the_pool_crd_no_endpoint_picker_is_deployed_and_the_condition_s
 
 
 def test_the_retired_pool_goes_once_the_v1_pool_can_be_made() -> None:
-    api = PoolsApiServer([OLD_POOL], v1=True)
+    picker = {  # the picker a pass before deployed, now with a replica available
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "a-epp",
+            "namespace": NS,
+            "uid": "p",
+            "labels": {"app.kubernetes.io/managed-by": "llmaz", "llmaz.io/component": "endpoint-picker"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "inference.llmaz.io/v1alpha1",
+                    "kind": "Playground",
+                    "name": "a",
+                    "uid": "uid-a",
+                    "controller": True,
+                }
+            ],
+        },
+        "status": {"availableReplicas": 1},
+    }
+    api = PoolsApiServer([OLD_POOL, picker], v1=True)
     _pools_pass(api)
     assert {"InferencePool", "Deployment"} <= set(api.written)
     assert api.deleted == ["InferencePool"]
     assert api.conditions == ["a: IntegrationsReady=True"]
+
+
+def test_a_deployed_picker_without_an_available_replica_is_not_ready_and_says_where_to_look(
+    rt: Runtime,
+) -> None:
+    ((_, w),), _ = workloads_of(rt, indexes([model("qwen")], [playground("a", "qwen")], []), NS)
+    (pool,) = render_inference_pool(w)
+    just_created = _endpoint_picker_unready(None, pool)
+    assert just_created is not None
+    assert just_created.reason == "EndpointPickerNotReady"
+    assert just_created.message == (
+        "Deployment llm/a-epp, the endpoint picker of InferencePool llm/a, has no available replica "
+        "yet, so the gateway refuses every request for the model (failureMode FailClose): if this "
+        "lasts, kubectl describe deployment -n llm a-epp says why"
+    )
+    crashing = {"status": {"replicas": 1, "unavailableReplicas": 1}}
+    assert _endpoint_picker_unready(crashing, pool) == just_created
+    (open_pool,) = render_inference_pool(w, fail_open=True)
+    opened = _endpoint_picker_unready(crashing, open_pool)
+    assert opened is not None
+    assert "sends the model's requests to any pod of the pool" in opened.message
+    assert _endpoint_picker_unready({"status": {"availableReplicas": 1}}, pool) is None
+
+
+def test_a_pass_that_creates_the_picker_does_not_call_the_pool_ready() -> None:
+    api = PoolsApiServer([], v1=True)
+    _pools_pass(api)
+    assert {"InferencePool", "Deployment", "Service"} <= set(api.written)
+    assert api.conditions == ["a: IntegrationsReady=False"]  # EndpointPickerNotReady, rechecked

@@ -15,8 +15,8 @@ Warning Event (once per distinct message); nothing is written when nothing chang
 Each workload's status carries the outcome as the condition ``IntegrationsReady``
 (:func:`llmaz.operator.status.integrations_condition`): ``False`` with the reason and what to do when
 an object of it could not be applied (its CRD is missing, the Gateway in the settings is absent, the
-endpoint picker of its InferencePool is absent, the API server refused it, another object holds its
-name, its annotations are invalid), ``True`` when
+endpoint picker of its InferencePool is absent or has no available replica, the API server refused
+it, another object holds its name, its annotations are invalid), ``True`` when
 every object is in place, absent when no integration applies. It is written only when it changes. A
 namespace with a problem is passed over again after a growing delay (from ``min(30 s,
 resyncSeconds)`` up to ``resyncSeconds``), so installing a CRD or creating the Gateway clears it.
@@ -52,6 +52,7 @@ from llmaz.operator.runtime import (
 from llmaz.operator.status import (
     REASON_CRD_NOT_INSTALLED,
     REASON_ENDPOINT_PICKER_NOT_FOUND,
+    REASON_ENDPOINT_PICKER_NOT_READY,
     REASON_GATEWAY_NOT_FOUND,
     REASON_NAME_CONFLICT,
     REASON_REJECTED,
@@ -91,7 +92,9 @@ FIRST_RECHECK_SECONDS = 30.0
 ROUTE_KINDS = frozenset({"AIGatewayRoute", "HTTPRoute"})
 """Kinds that attach to the Gateway named in the settings."""
 POOL_KIND = (INFERENCE_API_VERSION, "InferencePool")
-"""A pool's endpoint-picker Service is checked for ``IntegrationsReady``."""
+"""A pool's endpoint picker is checked for ``IntegrationsReady``."""
+PICKER_DEPLOYMENT = ("apps/v1", "Deployment")
+"""The one Deployment among the integration objects: an endpoint picker."""
 REFUSED = frozenset({400, 403, 409, 422})
 """HTTP statuses of an apply the API server refused for the object itself (retrying cannot help)."""
 
@@ -358,6 +361,33 @@ def _name_conflict(key: ObjectKey, why: str) -> IntegrationProblem:
     )
 
 
+def _meanwhile(ref: Mapping[str, Any]) -> str:
+    """What a pool's requests meet while its endpoint picker (``ref``) does not answer."""
+    if ref.get("failureMode") == "FailOpen":
+        return "the gateway sends the model's requests to any pod of the pool (failureMode FailOpen)"
+    return "the gateway refuses every request for the model (failureMode FailClose)"
+
+
+def _endpoint_picker_unready(
+    deployment: Mapping[str, Any] | None, pool: Mapping[str, Any]
+) -> IntegrationProblem | None:
+    """The problem of a pool whose endpoint picker, deployed by the operator, has no available
+    replica (``deployment``: the live Deployment, ``None`` when just created), if so."""
+    status = (deployment or {}).get("status") or {}
+    if int(status.get("availableReplicas") or 0) >= 1:
+        return None
+    meta = pool.get("metadata") or {}
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name"))
+    ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
+    picker = str(ref.get("name"))
+    return IntegrationProblem(
+        REASON_ENDPOINT_PICKER_NOT_READY,
+        f"Deployment {namespace}/{picker}, the endpoint picker of InferencePool {namespace}/{name}, "
+        f"has no available replica yet, so {_meanwhile(ref)}: if this lasts, "
+        f"kubectl describe deployment -n {namespace} {picker} says why",
+    )
+
+
 def _endpoint_picker_missing(
     rt: Runtime, state: IntegrationState, pool: Mapping[str, Any]
 ) -> IntegrationProblem | None:
@@ -373,14 +403,10 @@ def _endpoint_picker_missing(
     except KubeError as err:
         if err.status != 404:
             raise
-        if ref.get("failureMode") == "FailOpen":
-            effect = "the gateway sends the model's requests to any pod of the pool (failureMode FailOpen)"
-        else:
-            effect = "the gateway refuses every request for the model (failureMode FailClose)"
         return IntegrationProblem(
             REASON_ENDPOINT_PICKER_NOT_FOUND,
             f"Service {namespace}/{service}, the endpoint picker of InferencePool {namespace}/{name}, "
-            f"does not exist, so {effect}: deploy the Inference Extension's endpoint picker for the "
+            f"does not exist, so {_meanwhile(ref)}: deploy the Inference Extension's endpoint picker for the "
             f"pool (--pool-name {name}) behind a Service named {service}, or switch "
             "integrations.inferencePool off in the operator configuration",
         )
@@ -399,6 +425,7 @@ async def _apply_all(
     outcome = _Outcome()
     routed: list[WorkloadKey] = []
     pools: list[dict[str, Any]] = []
+    pickers: dict[tuple[WorkloadKey, ...], ObjectKey] = {}
     for obj in desired:
         key = ObjectKey.of(obj)
         owners = _owners(obj)
@@ -444,8 +471,14 @@ async def _apply_all(
             routed += owners
         if (key.api_version, key.kind) == POOL_KIND:
             pools.append(obj)
+        elif (key.api_version, key.kind) == PICKER_DEPLOYMENT:
+            pickers[tuple(owners)] = key
     for pool in pools:
-        problem = await asyncio.to_thread(_endpoint_picker_missing, rt, state, pool)
+        deployed = pickers.get(tuple(_owners(pool)))
+        if deployed is not None:  # ours: ready once a replica is available
+            problem = _endpoint_picker_unready(live.get(deployed), pool)
+        else:  # the user's (or ours could not be applied): its Service must exist
+            problem = await asyncio.to_thread(_endpoint_picker_missing, rt, state, pool)
         if problem is not None:
             outcome.fail(_owners(pool), problem)
     if routed:

@@ -40,6 +40,7 @@ __all__ = [
     "REASON_AVAILABLE",
     "REASON_CRD_NOT_INSTALLED",
     "REASON_ENDPOINT_PICKER_NOT_FOUND",
+    "REASON_ENDPOINT_PICKER_NOT_READY",
     "REASON_GATEWAY_NOT_FOUND",
     "REASON_NAME_CONFLICT",
     "REASON_PENDING",
@@ -400,6 +401,7 @@ REASON_APPLIED = "Applied"
 REASON_CRD_NOT_INSTALLED = "CRDNotInstalled"
 REASON_GATEWAY_NOT_FOUND = "GatewayNotFound"
 REASON_ENDPOINT_PICKER_NOT_FOUND = "EndpointPickerNotFound"
+REASON_ENDPOINT_PICKER_NOT_READY = "EndpointPickerNotReady"
 REASON_REJECTED = "Rejected"
 MAX_MESSAGE = 1024
 """Longest condition message written (the rest is cut with an ellipsis)."""
@@ -410,8 +412,8 @@ class IntegrationProblem:
     """Why an integration object of a workload could not be applied, and what to do about it.
 
     :param reason: condition reason (``CRDNotInstalled``, ``GatewayNotFound``,
-        ``EndpointPickerNotFound``, ``Rejected``, ``NameConflict``, or a render error's reason such
-        as ``InvalidAnnotation``).
+        ``EndpointPickerNotFound``, ``EndpointPickerNotReady``, ``Rejected``, ``NameConflict``, or a
+        render error's reason such as ``InvalidAnnotation``).
     :param message: names the object or setting at fault and the fix.
     """
 
