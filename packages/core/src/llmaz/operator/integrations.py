@@ -368,6 +368,13 @@ def _meanwhile(ref: Mapping[str, Any]) -> str:
     return "the gateway refuses every request for the model (failureMode FailClose)"
 
 
+def _pool_and_picker(pool: Mapping[str, Any]) -> tuple[str, str, str, Mapping[str, Any]]:
+    """``(namespace, pool name, endpoint picker name, endpointPickerRef)`` of an InferencePool."""
+    meta = pool.get("metadata") or {}
+    ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name")), str(ref.get("name")), ref
+
+
 def _endpoint_picker_unready(
     deployment: Mapping[str, Any] | None, pool: Mapping[str, Any]
 ) -> IntegrationProblem | None:
@@ -376,10 +383,7 @@ def _endpoint_picker_unready(
     status = (deployment or {}).get("status") or {}
     if int(status.get("availableReplicas") or 0) >= 1:
         return None
-    meta = pool.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name"))
-    ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
-    picker = str(ref.get("name"))
+    namespace, name, picker, ref = _pool_and_picker(pool)
     return IntegrationProblem(
         REASON_ENDPOINT_PICKER_NOT_READY,
         f"Deployment {namespace}/{picker}, the endpoint picker of InferencePool {namespace}/{name}, "
@@ -392,10 +396,7 @@ def _endpoint_picker_missing(
     rt: Runtime, state: IntegrationState, pool: Mapping[str, Any]
 ) -> IntegrationProblem | None:
     """The problem of an ``InferencePool`` whose endpoint-picker Service does not exist, if so."""
-    meta = pool.get("metadata") or {}
-    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name"))
-    ref = (pool.get("spec") or {}).get("endpointPickerRef") or {}
-    service = str(ref.get("name"))
+    namespace, name, service, ref = _pool_and_picker(pool)
     if (namespace, service) in state.pickers:
         return None
     try:

@@ -134,7 +134,8 @@ def _target_models(w: Workload) -> list[dict[str, Any]]:
 
 
 def pool_backend_ref(w: Workload) -> dict[str, Any]:
-    """A route's backend reference to the workload's ``InferencePool``."""
+    """A reference to the workload's ``InferencePool`` (a route's backend, an objective's or a
+    rewrite's pool)."""
     return {"group": INFERENCE_GROUP, "kind": "InferencePool", "name": w.name}
 
 
@@ -157,7 +158,6 @@ def render_inference_pool(
     if not w.enabled("inference-pool"):
         return []
     labels = w.labels()
-    pool_ref = {"group": INFERENCE_GROUP, "kind": "InferencePool", "name": w.name}
     out: list[dict[str, Any]] = [
         {
             "apiVersion": INFERENCE_API_VERSION,
@@ -182,7 +182,7 @@ def render_inference_pool(
                 "apiVersion": INFERENCE_X_API_VERSION,
                 "kind": "InferenceObjective",
                 "metadata": metadata(w.name, w.namespace, labels),
-                "spec": {"priority": priority, "poolRef": dict(pool_ref)},
+                "spec": {"priority": priority, "poolRef": pool_backend_ref(w)},
             }
         )
     targets = _target_models(w)
@@ -193,7 +193,7 @@ def render_inference_pool(
                 "kind": "InferenceModelRewrite",
                 "metadata": metadata(w.name, w.namespace, labels),
                 "spec": {
-                    "poolRef": dict(pool_ref),
+                    "poolRef": pool_backend_ref(w),
                     "rules": [{"matches": [{"model": {"value": w.model_name}}], "targets": targets}],
                 },
             }
