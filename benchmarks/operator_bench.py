@@ -56,9 +56,27 @@ import yaml
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, NodePool, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
+from llmaz_devkit.schemas import INTEGRATION_CRDS
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_NS, BULK_NS, SA_NS, SA = "bench-op", "bench-bulk", "llmaz-system", "llmaz-operator"
+INTEGRATIONS = {"httpRoute": True, "inferencePool": True, "podMonitor": True}
+"""``--integrations``: what a production install switches on (a Gateway API route, an InferencePool
+with its endpoint picker the operator deploys, and a PodMonitor per model; Envoy AI Gateway is left
+out, its real CRDs cannot be fetched here)."""
+INTEGRATION_KINDS = [
+    ("gateway.networking.k8s.io/v1", "Gateway"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceModelRewrite"),
+    ("monitoring.coreos.com/v1", "PodMonitor"),
+]
+"""The real CRDs ``--integrations`` installs (pinned in :data:`llmaz_devkit.schemas.INTEGRATION_CRDS`)."""
+INTEGRATION_RESOURCES = {
+    "httproutes", "inferencepools", "inferenceobjectives", "inferencemodelrewrites", "podmonitors",
+    "deployments", "serviceaccounts", "roles", "rolebindings", "services(-epp)",
+}  # fmt: skip
 GPUS_PER_NODE = 8
 MODELS = 4
 """Shared OpenModels the Playgrounds are spread over."""
@@ -226,10 +244,12 @@ class Namespace:
     lws: Seen = field(default_factory=Seen)
     svc: Seen = field(default_factory=Seen)
     pl: Seen = field(default_factory=Seen)
+    integrations: Seen = field(default_factory=Seen)
+    """Playgrounds again, ready once ``IntegrationsReady`` is True (watched with ``integrations``)."""
     threads: list[Watch] = field(default_factory=list)
 
     @classmethod
-    def watch(cls, api: Http, ns: str) -> Namespace:
+    def watch(cls, api: Http, ns: str, *, integrations: bool = False) -> Namespace:
         w = cls()
         w.threads = [
             Watch(
@@ -246,6 +266,15 @@ class Namespace:
                 lambda o: condition_true(o, "Available"),
             ),
         ]
+        if integrations:
+            w.threads.append(
+                Watch(
+                    api,
+                    f"/apis/inference.llmaz.io/v1alpha1/namespaces/{ns}/playgrounds",
+                    w.integrations,
+                    lambda o: condition_true(o, "IntegrationsReady"),
+                )
+            )
         for t in w.threads:
             t.start()
         return w
@@ -435,15 +464,19 @@ class ProcStats(threading.Thread):
 
 
 def start_operator(
-    cp: ControlPlane, workdir: Path, gc_stats: Path | None = None
+    cp: ControlPlane, workdir: Path, gc_stats: Path | None = None, *, integrations: bool = False
 ) -> tuple[subprocess.Popen[bytes], Path, str, int]:
     """``llmaz operator run`` watching OP_NS as a ServiceAccount bound to exactly RULES; the process,
     its log, its user name and its metrics port. With ``gc_stats``, the garbage collector's time
-    is written there when the operator exits (``benchmarks/gc_probe``)."""
+    is written there when the operator exits (``benchmarks/gc_probe``); with ``integrations``,
+    :data:`INTEGRATIONS` are switched on."""
     rules = [r.to_dict() for r in RULES]
     kubeconfig = cp.account_bound_to(SA_NS, SA, "llmaz-operator-bench", rules, duration="6h")
     cfg = workdir / "operator.yaml"
-    cfg.write_text(yaml.safe_dump({"namespaces": [OP_NS]}))
+    settings: dict[str, Any] = {"namespaces": [OP_NS]}
+    if integrations:
+        settings["integrations"] = INTEGRATIONS
+    cfg.write_text(yaml.safe_dump(settings))
     log = workdir / "operator.log"
     health, metrics = free_port(), free_port()
     command = [
@@ -528,6 +561,8 @@ def audit(cp: ControlPlane, user: str) -> list[tuple[float, str, str, int]]:
                     entry["requestReceivedTimestamp"].replace("Z", "+00:00")
                 ).timestamp()
                 ref = entry.get("objectRef") or {}
+                if ref.get("resource") == "services" and str(ref.get("name", "")).endswith("-epp"):
+                    ref = {**ref, "resource": "services(-epp)"}  # an endpoint picker's, not a child
                 resource = ref.get("resource", "") + (
                     f"/{ref['subresource']}" if ref.get("subresource") else ""
                 )
@@ -670,6 +705,11 @@ def operator_pass(
         f"children {sum(1 for x in names if x in w.lws.exists)}/{len(names)}, "
         f"LWS ready {sum(1 for x in names if x in w.lws.ready)}, "
         f"Available {sum(1 for x in names if x in w.pl.ready)}"
+        + (
+            f", IntegrationsReady {sum(1 for x in names if x in w.integrations.ready)}"
+            if cfg.integrations
+            else ""
+        )
     )
     children = wait_for(lambda: w.all_children(names), "every child", cfg.timeout, progress)
     if at_children is not None:
@@ -678,7 +718,7 @@ def operator_pass(
     available = wait_for(
         lambda: w.all_of(w.pl.ready, names), "every Playground Available", cfg.timeout, progress
     )
-    return {
+    times = {
         "t0": t0,
         "created": created,
         "retries": retries,
@@ -686,6 +726,14 @@ def operator_pass(
         "lws": lws,
         "available": available,
     }
+    if cfg.integrations:
+        times["integrations"] = wait_for(
+            lambda: w.all_of(w.integrations.ready, names),
+            "every Playground IntegrationsReady",
+            cfg.timeout,
+            progress,
+        )
+    return times
 
 
 def bulk_pass(
@@ -763,10 +811,14 @@ def more_pairs(
             with control_plane(n, cfg, where) as (cp, api):
                 proc = stats = None
                 if which == "operator":
-                    proc = start_operator(cp, where)[0]
+                    proc = start_operator(cp, where, integrations=cfg.integrations)[0]
                     stats = ProcStats(proc.pid)
                     stats.start()
-                watch = Namespace.watch(api, BULK_NS if which == "bulk" else OP_NS)
+                watch = Namespace.watch(
+                    api,
+                    BULK_NS if which == "bulk" else OP_NS,
+                    integrations=cfg.integrations and which == "operator",
+                )
                 try:
                     time.sleep(1.0)
                     busy = before_pass(cp, cfg)
@@ -871,6 +923,7 @@ class Settings:
     quiet: float = 1.0
     settle_max: float = 0.0
     pairs: int = 1
+    integrations: bool = False
 
 
 def gpu_nodes(n: int) -> int:
@@ -889,6 +942,8 @@ def control_plane(n: int, cfg: Settings, workdir: Path) -> Iterator[tuple[Contro
     pools = [
         NodePool("gpu", gpu_nodes(n), gpus=GPUS_PER_NODE, gpu_product="NVIDIA-L4", cpu="96", memory="768Gi")
     ]
+    if cfg.integrations:  # the endpoint pickers run on CPU nodes (110 pods each)
+        pools.append(NodePool("cpu", math.ceil(n / 100) + 1, cpu="96", memory="768Gi"))
     workdir.mkdir(parents=True, exist_ok=True)
     with ControlPlane(workdir / "cp", tier="B", node_pools=pools, keep_workdir=cfg.keep) as cp:
         api = Http(cp, max(cfg.concurrency, 8) + 16)  # + the watches
@@ -900,7 +955,33 @@ def control_plane(n: int, cfg: Settings, workdir: Path) -> Iterator[tuple[Contro
         for ns in (OP_NS, BULK_NS):
             cp.kubectl("create", "namespace", ns)
         cp.apply([openmodel(i) for i in range(MODELS)])
+        if cfg.integrations:
+            install_integrations(cp, api)
         yield cp, api
+
+
+def install_integrations(cp: ControlPlane, api: Http) -> None:
+    """The real CRDs of :data:`INTEGRATION_KINDS` and the Gateway the routes attach to (no gateway
+    controller runs: the operator only needs the Gateway to exist)."""
+    paths = [INTEGRATION_CRDS[kind].fetch() for kind in INTEGRATION_KINDS]
+    cp.apply(paths, "--server-side")
+    for path in paths:
+        name = yaml.safe_load(path.read_text())["metadata"]["name"]
+        api_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
+        wait_for(lambda p=api_path: condition_true(api.get(p), "Established"), f"{name} Established", 120)
+    cp.apply(
+        [
+            {
+                "apiVersion": "gateway.networking.k8s.io/v1",
+                "kind": "Gateway",
+                "metadata": {"name": "llmaz-gateway", "namespace": OP_NS},
+                "spec": {
+                    "gatewayClassName": "bench",
+                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+                },
+            }
+        ]
+    )
 
 
 def server_stats(cp: ControlPlane) -> Callable[[float, float], float]:
@@ -938,7 +1019,7 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
         print(f"   work directory (kept, with the audit logs under */cp/logs): {workdir}", flush=True)
     with control_plane(n, cfg, workdir) as (cp, api):
         gc_file = workdir / "gc-stats.json" if cfg.gc_stats else None
-        proc, log, user, metrics_port = start_operator(cp, workdir, gc_file)
+        proc, log, user, metrics_port = start_operator(cp, workdir, gc_file, integrations=cfg.integrations)
         stats = ProcStats(proc.pid)
         stats.start()
         # the API server and etcd: what the operator's way of writing costs them, against the bulk client's
@@ -957,7 +1038,7 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
             )  # fmt: skip
         try:
             # ---- operator phase
-            w = watches[OP_NS] = Namespace.watch(api, OP_NS)
+            w = watches[OP_NS] = Namespace.watch(api, OP_NS, integrations=cfg.integrations)
             time.sleep(1.0)
             settled = result["settled"] = {"operator": before_pass(cp, cfg)}
             print(f"  settled: {settled['operator']}", flush=True)
@@ -988,6 +1069,9 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
                 "isvc_s": round((w.all_of(w.isvc.exists, names) or t0) - t0, 2),
                 "lws_ready_s": round(times["lws"] - t0, 2),
                 "available_s": round(times["available"] - t0, 2),
+                **(
+                    {"integrations_ready_s": round(times["integrations"] - t0, 2)} if cfg.integrations else {}
+                ),
                 "reconciles_per_playground": per_playground(counted["reconciles"], n),
                 "reconciles_per_playground_until_children": per_playground(
                     counted_children["reconciles"], n, counted0["reconciles"]
@@ -1054,7 +1138,7 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
                 "writes_per_playground": round(len(writes) / n, 2),
                 "writes_per_playground_by_part": {
                     part: round(sum(1 for r in writes if _part(r[1], r[2]) == part) / n, 2)
-                    for part in ("children", "status", "events", "shared")
+                    for part in ("children", "status", "events", "shared", "integrations")
                 },
                 "conflicts_409": sum(1 for r in conv if r[3] == 409),
                 "errors_5xx_429": sum(1 for r in conv if r[3] >= 500 or r[3] == 429),
@@ -1140,9 +1224,12 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
 
 def _part(verb: str, resource: str) -> str:
     """What a write of the operator was for: a child, the status of a Playground or inference
-    Service, an Event, or the status of a shared OpenModel/BackendRuntime (``InUse``)."""
+    Service, an Event, the status of a shared OpenModel/BackendRuntime (``InUse``) or an
+    integration object (``--integrations``)."""
     if resource == "events":
         return "events"
+    if resource in INTEGRATION_RESOURCES:
+        return "integrations"
     if resource in ("openmodels/status", "backendruntimes/status"):
         return "shared"
     if resource.endswith("/status"):
@@ -1216,6 +1303,10 @@ def table(results: list[dict[str, Any]]) -> str:
             "  over the pairs (--pairs): median (lowest-highest) of how many; median by which went first",
             lambda r: _over_pairs(r, "available_vs_bulk_lws_ready"),
         ),
+        (
+            "every Playground IntegrationsReady (s; --integrations)",
+            lambda r: r["operator"].get("integrations_ready_s", "-"),
+        ),
         ("load average before the run (1 min)", lambda r: r.get("load_average_before")),
         (
             "machine busy when the phase began: operator / bulk (waited s)",
@@ -1235,7 +1326,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ),
         ("writes per Playground (target <= 5)", lambda r: r["api"]["writes_per_playground"]),
         (
-            "  children / status / Events / shared InUse",
+            "  children / status / Events / shared InUse / integration objects",
             lambda r: " / ".join(str(v) for v in r["api"]["writes_per_playground_by_part"].values()),
         ),
         (
@@ -1359,6 +1450,12 @@ def main(argv: list[str] | None = None) -> int:
         "--keep",
         action="store_true",
         help="keep each N's work directory (control plane logs, the API server's audit log)",
+    )
+    parser.add_argument(
+        "--integrations",
+        action="store_true",
+        help="switch on the HTTPRoute, InferencePool (with endpoint pickers) and PodMonitor integrations, "
+        "with their real CRDs and a Gateway, and also wait for every Playground's IntegrationsReady",
     )
     args = parser.parse_args(argv)
     for n in args.n:
