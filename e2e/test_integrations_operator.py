@@ -101,9 +101,16 @@ def _names(cp: ControlPlane, resource: str, ns: str) -> set[str]:
 
 
 def _started(
-    cp: ControlPlane, workdir: Path, ai_gateway: bool = False, pod_monitor: bool = False, **more: Any
+    cp: ControlPlane,
+    workdir: Path,
+    ai_gateway: bool = False,
+    pod_monitor: bool = False,
+    resync: int | None = None,
+    **more: Any,
 ) -> Any:
-    config = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor, **more}}
+    config: dict[str, Any] = {"integrations": {"aiGateway": ai_gateway, "podMonitor": pod_monitor, **more}}
+    if resync is not None:
+        config["resyncSeconds"] = resync
     return running_operator(cp, workdir, ACCOUNT, extra_config=config)
 
 
@@ -410,6 +417,36 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
         time.sleep(12)
         written = [w for w in audit_writes(cp, op.user, quiet_since) if w.split()[1] in INTEGRATION_RESOURCES]
         assert written == [], f"integration writes on a no-op resync: {written}"
+        assert op.stop() == 0
+
+    # the pickers' Deployments are watched: one deleted is made again, and the pool ready again,
+    # with no resync to wait for (an hour here) and no recheck pending (the namespace had no problem)
+    with _started(cp, tmp_path, ai_gateway=True, resync=3600, **pools) as op:
+        _wait_ready(op)
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 40, op.log
+        )
+        old = get(cp, "deployment/qwen-epp", namespace)
+        assert old is not None
+        cp.kubectl("delete", "deployment", "qwen-epp", "-n", namespace)
+
+        def made_again() -> bool:
+            new = get(cp, "deployment/qwen-epp", namespace)
+            return new is not None and new["metadata"]["uid"] != old["metadata"]["uid"]
+
+        wait_until(made_again, "the deleted picker made again", 60, op.log)
+        wait_until(
+            lambda: (
+                (get(cp, "deployment/qwen-epp", namespace) or {}).get("status", {}).get("availableReplicas")
+                == 1
+            ),
+            "the new picker available",
+            60,
+            op.log,
+        )
+        wait_until(
+            lambda: _ready(cp, namespace, "qwen").get("status") == "True", "IntegrationsReady", 60, op.log
+        )
         assert op.stop() == 0
 
     # and switched back to bring-your-own: the operator's picker objects go

@@ -479,3 +479,74 @@ def test_a_pass_that_creates_the_picker_does_not_call_the_pool_ready() -> None:
     _pools_pass(api)
     assert {"InferencePool", "Deployment", "Service"} <= set(api.written)
     assert api.conditions == ["a: IntegrationsReady=False"]  # EndpointPickerNotReady, rechecked
+
+
+class NoCrdsApiServer(PoolsApiServer):
+    """:class:`PoolsApiServer` without the v1 pool CRD, Envoy AI Gateway's or Envoy Gateway's."""
+
+    def request(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
+        if "/aigateway.envoyproxy.io/" in path or "/gateway.envoyproxy.io/" in path:
+            raise KubeError(
+                method, path, 404, '{"message": "the server could not find the requested resource"}'
+            )
+        return super().request(method, path, **kw)
+
+
+def test_only_a_switched_on_kind_without_its_crd_is_warned_about_and_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    config = OperatorConfig.model_validate({"integrations": {"inferencePool": True}})
+    api = NoCrdsApiServer([], v1=False)
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    state = IntegrationState()
+    idx = indexes([model("qwen")], [playground("a", "qwen")], [])
+    with caplog.at_level("WARNING", logger="llmaz.operator.integrations"):
+        _passes(rt, state, idx)
+        state.missing.clear()  # as the recheck after a problem does
+        _passes(rt, state, idx)
+    # every pass lists Envoy AI Gateway's kinds too (to remove what a switch turned off left), but
+    # with that integration off their absence is nobody's problem
+    assert [r.getMessage() for r in caplog.records] == [
+        "InferencePool (inference.networking.k8s.io/v1) is not installed: "
+        "integration objects of this kind are skipped"
+    ]
+
+
+def _picker(available: int, name: str = "a-epp") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": NS, "uid": f"uid-{name}"},
+        "status": {"availableReplicas": available},
+    }
+
+
+def test_a_picker_deployment_queues_its_namespace_only_when_its_pool_readiness_can_change() -> None:
+    state = IntegrationState()
+    assert not state.picker_changed(None, _picker(1, "listed")), "the start-up pass covers the listing"
+    assert not state.picker_changed("ADDED", _picker(0)), "the pass that made it said it is not ready"
+    assert not state.picker_changed("MODIFIED", _picker(0)), "still without a replica"
+    assert state.picker_changed("MODIFIED", _picker(1)), "available: IntegrationsReady can turn True"
+    assert not state.picker_changed("MODIFIED", _picker(1)), "nothing new"
+    assert state.picker_changed("MODIFIED", _picker(0)), "lost its replica: the pool refuses requests"
+    assert state.picker_changed("DELETED", _picker(0)), "deleted: to be made again"
+    assert state.available == {(NS, "listed"): True}
+
+
+def test_picker_deployments_are_watched_only_while_the_operator_deploys_pickers() -> None:
+    from llmaz.operator.handlers.integrations import watched_kinds
+    from llmaz.operator.rbac import RULES
+
+    def kinds(**settings: Any) -> list[Any]:
+        config = OperatorConfig.model_validate({"integrations": settings})
+        return watched_kinds(
+            Runtime(config, PluginManager.from_environment(environ={}), cast(Any, None), Metrics(), "t")
+        )
+
+    assert kinds() == []
+    assert kinds(inferencePool=True, endpointPickerImage="") == []  # brought by the user: nothing to watch
+    (watch,) = kinds(inferencePool=True)
+    assert (watch.api_version, watch.kind, watch.selector) == (
+        "apps/v1",
+        "Deployment",
+        "llmaz.io/component=endpoint-picker",
+    )
+    assert any("apps" in r.api_groups and "deployments" in r.resources and "watch" in r.verbs for r in RULES)

@@ -123,6 +123,9 @@ class IntegrationState:
     pickers: set[tuple[str, str]] = field(default_factory=set)
     """Endpoint-picker Services ``(namespace, name)`` found to exist (looked up again only at the
     next resync: a pass of 1000 pools would otherwise make 1000 requests)."""
+    available: dict[tuple[str, str], bool] = field(default_factory=dict)
+    """Endpoint-picker Deployments ``(namespace, name)`` the operator deployed -> whether their watch
+    last showed an available replica (see :meth:`picker_changed`)."""
     quiet: set[str] = field(default_factory=set)
     """Namespaces left with nothing to do while every integration is switched off (see
     :func:`settled_quiet`): their passes are skipped until the next resync or an event that may
@@ -148,6 +151,23 @@ class IntegrationState:
             return False
         self.seen[uid] = fingerprint
         return True
+
+    def picker_changed(self, event_type: str | None, body: Mapping[str, Any]) -> bool:
+        """Whether an event of an endpoint-picker Deployment can change its pool's
+        ``IntegrationsReady``: it was deleted (to be made again), or it gained or lost its available
+        replica. Not its creation (the pass that made it said it is not ready yet), nor the listing
+        at start-up (every namespace gets a pass then), nor a change that leaves it as it was."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+        if event_type == "DELETED":
+            self.available.pop(key, None)
+            return True
+        now = picker_available(body)
+        before = self.available.get(key)
+        self.available[key] = now
+        if event_type is None or (before is None and not now):
+            return False
+        return before != now
 
     def may_need_pass(self, body: Mapping[str, Any]) -> bool:
         """Whether a workload can need a pass although every switch is off: its opt-out annotation
@@ -230,7 +250,7 @@ def _list(
 ) -> list[Snapshot]:
     """The objects of one kind in ``namespace``, ours and others' (so a name someone else holds is
     seen before an apply would take it over); ``[]`` (and the kind remembered as missing) when its
-    CRD is not installed (a warning, except for a retired kind: its CRD is expected to be gone)."""
+    CRD is not installed (warned about by :func:`_missing` once an object of it is wanted)."""
     if (api_version, kind) in state.missing:
         return []
     selector = LIST_SELECTORS.get((api_version, kind))
@@ -241,11 +261,6 @@ def _list(
         if err.status != 404:
             raise
         state.missing.add((api_version, kind))
-        if (api_version, kind) not in state.warned and (api_version, kind) not in RETIRED_KINDS:
-            state.warned.add((api_version, kind))
-            log.warning(
-                "%s (%s) is not installed: integration objects of this kind are skipped", kind, api_version
-            )
         return []
     items: list[Snapshot] = []
     for item in (answer or {}).get("items") or []:
@@ -321,6 +336,18 @@ def _owners(obj: Mapping[str, Any]) -> list[WorkloadKey]:
     return [(str(meta.get("namespace") or ""), str(r["name"])) for r in meta.get("ownerReferences") or []]
 
 
+def _missing(state: IntegrationState, api_version: str, kind: str) -> IntegrationProblem:
+    """The problem of a wanted object whose CRD is not installed; the first time for its kind, a
+    warning in the log (a kind no switched-on integration wants is not worth one: every pass lists
+    all of them, to find what a switch turned off left behind)."""
+    if (api_version, kind) not in state.warned:
+        state.warned.add((api_version, kind))
+        log.warning(
+            "%s (%s) is not installed: integration objects of this kind are skipped", kind, api_version
+        )
+    return missing_crd(api_version, kind)
+
+
 def missing_crd(api_version: str, kind: str) -> IntegrationProblem:
     """The problem of an object whose kind the cluster does not know, naming the fix."""
     integration, project = KIND_SOURCES[(api_version, kind)]
@@ -375,13 +402,17 @@ def _pool_and_picker(pool: Mapping[str, Any]) -> tuple[str, str, str, Mapping[st
     return str(meta.get("namespace") or ""), str(meta.get("name")), str(ref.get("name")), ref
 
 
+def picker_available(deployment: Mapping[str, Any] | None) -> bool:
+    """Whether an endpoint picker's Deployment has an available replica."""
+    return int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0) >= 1
+
+
 def _endpoint_picker_unready(
     deployment: Mapping[str, Any] | None, pool: Mapping[str, Any]
 ) -> IntegrationProblem | None:
     """The problem of a pool whose endpoint picker, deployed by the operator, has no available
     replica (``deployment``: the live Deployment, ``None`` when just created), if so."""
-    status = (deployment or {}).get("status") or {}
-    if int(status.get("availableReplicas") or 0) >= 1:
+    if picker_available(deployment):
         return None
     namespace, name, picker, ref = _pool_and_picker(pool)
     return IntegrationProblem(
@@ -431,7 +462,7 @@ async def _apply_all(
         key = ObjectKey.of(obj)
         owners = _owners(obj)
         if (key.api_version, key.kind) in state.missing:
-            outcome.fail(owners, missing_crd(key.api_version, key.kind))
+            outcome.fail(owners, _missing(state, key.api_version, key.kind))
             continue
         current = live.get(key)
         why = held_by_another(current, controller_ref(obj)) if current is not None else None
@@ -453,7 +484,7 @@ async def _apply_all(
             except KubeError as err:
                 if err.status == 404:
                     state.missing.add((key.api_version, key.kind))  # CRD removed since the list
-                    outcome.fail(owners, missing_crd(key.api_version, key.kind))
+                    outcome.fail(owners, _missing(state, key.api_version, key.kind))
                     continue
                 if err.status not in REFUSED:
                     raise

@@ -98,13 +98,19 @@ def integration_rules() -> tuple[Rule, ...]:
     retired = _by_group(
         RETIRED_KINDS, RETIRED_VERBS, "integration kinds earlier llmaz releases wrote, removed where found"
     )
+    picker_watch = Rule(
+        ("apps",),
+        ("deployments",),
+        ("watch",),
+        "endpoint pickers' Deployments, for IntegrationsReady to follow their availability",
+    )
     gateway = Rule(
         (_group(GATEWAY_API_VERSION),),
         ("gateways",),
         ("get",),
         "the Gateway routes attach to (integrations.gatewayName) is checked for IntegrationsReady",
     )
-    return (*objects, *pickers, *PICKER_GRANTS, *retired, gateway)
+    return (*objects, *pickers, picker_watch, *PICKER_GRANTS, *retired, gateway)
 
 
 RULES: tuple[Rule, ...] = (

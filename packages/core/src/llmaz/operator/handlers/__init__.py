@@ -36,7 +36,8 @@ def build_registry() -> kopf.OperatorRegistry:
 def watched_kinds(rt: Runtime) -> list[WatchedKind]:
     """What :class:`llmaz.operator.watch.Watches` watches for the leader: everything a reconcile
     reads (OpenModels, BackendRuntimes, Playgrounds, inference Services, the other children,
-    serving pods) and what preheat reads (nodes, preheat Jobs and pods)."""
+    serving pods), what preheat reads (nodes, preheat Jobs and pods) and, while the operator deploys
+    endpoint pickers, their Deployments."""
     return [
         openmodel.watched_kind(rt),
         backendruntime.watched_kind(rt),
@@ -45,4 +46,5 @@ def watched_kinds(rt: Runtime) -> list[WatchedKind]:
         *children.watched_kinds(rt),
         pods.watched_kind(rt),
         *preheat.watched_kinds(rt),
+        *integrations.watched_kinds(rt),
     ]

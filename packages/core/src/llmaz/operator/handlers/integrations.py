@@ -3,7 +3,9 @@ OpenModel queues a reconcile of the integration objects of the namespaces concer
 (:mod:`llmaz.operator.integrations`); start-up reconciles every namespace (so a setting switched
 off removes what it created) and a resync of its own repeats that every ``resyncSeconds``. A status
 update whose ``IntegrationsReady`` is not the one last computed (another writer put back an older
-copy) queues its namespace too.
+copy) queues its namespace too, and so does an endpoint picker the operator deployed gaining or
+losing its available replica, or being deleted (its Deployments are watched, by label, while the
+operator deploys pickers: :func:`watched_kinds`).
 
 The events reach :func:`workload_event` and :func:`model_event` from the Playground, Service and
 OpenModel handlers (:mod:`llmaz.operator.watch`'s) rather than through a watch of their own."""
@@ -16,9 +18,11 @@ from typing import Any
 
 import kopf
 
-from llmaz.operator.handlers._common import MEMO_KEY
+from llmaz.operator.handlers._common import MEMO_KEY, watched
 from llmaz.operator.integrations import IntegrationState, mark, resync
-from llmaz.operator.runtime import Runtime
+from llmaz.operator.runtime import IDX_PICKERS, Packed, Runtime
+from llmaz.operator.watch import WatchedKind, keyed
+from llmaz.render.endpoint_picker import COMPONENT, LABEL_COMPONENT
 
 STATE_KEY = "llmaz_integrations"
 
@@ -60,6 +64,58 @@ def model_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> Non
         mark(rt, state(rt), *{ns for _, ns, _ in rt.indexes.dependents("model", name)})
     except Exception:
         log.exception("integrations: event of OpenModel %s not handled", name)
+
+
+def picker_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> None:
+    """An endpoint-picker Deployment's event: queue its namespace when its pool's readiness may
+    have changed (:meth:`IntegrationState.picker_changed`). Never raises."""
+    meta = body.get("metadata") or {}
+    try:
+        kept = state(rt)
+        if kept.picker_changed(change, body):
+            mark(rt, kept, str(meta.get("namespace") or ""))
+    except Exception:
+        log.exception(
+            "integrations: event of Deployment %s/%s not handled", meta.get("namespace"), meta.get("name")
+        )
+
+
+def _picker_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    meta = body.get("metadata") or {}
+    return str(meta.get("namespace") or ""), str(meta.get("name") or "")
+
+
+def _picker_kept(body: Mapping[str, Any]) -> Packed:
+    """What is kept of a picker Deployment: its name, uid and available replicas (for a deletion
+    found by relisting after a watch gap)."""
+    meta = body.get("metadata") or {}
+    return Packed(
+        {
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta},
+            "status": {"availableReplicas": ((body.get("status") or {}).get("availableReplicas") or 0)},
+        }
+    )
+
+
+def watched_kinds(rt: Runtime) -> list[WatchedKind]:
+    """The endpoint pickers' Deployments (label ``llmaz.io/component=endpoint-picker``), while the
+    operator deploys them (``integrations.inferencePool`` with an ``endpointPickerImage``): without
+    the watch, a picker becoming available showed in ``IntegrationsReady`` only at the namespace's
+    next recheck (30 s or more later), and one deleted or failing later only at the resync."""
+    settings = rt.config.integrations
+    if not (settings.inference_pool and settings.endpoint_picker_image):
+        return []
+    return [
+        WatchedKind(
+            api_version="apps/v1",
+            kind="Deployment",
+            selector=f"{LABEL_COMPONENT}={COMPONENT}",
+            store_id=IDX_PICKERS,
+            entries_of=keyed(_picker_key, _picker_kept),
+            handler=lambda change, body: picker_event(rt, change, body),
+            resource=watched("apps", "deployments"),
+        )
+    ]
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
