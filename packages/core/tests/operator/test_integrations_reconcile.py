@@ -550,3 +550,70 @@ def test_picker_deployments_are_watched_only_while_the_operator_deploys_pickers(
         "llmaz.io/component=endpoint-picker",
     )
     assert any("apps" in r.api_groups and "deployments" in r.resources and "watch" in r.verbs for r in RULES)
+
+
+def test_the_condition_is_written_over_the_workload_as_the_watch_shows_it_at_write_time() -> None:
+    from llmaz.operator.integrations import _write_conditions
+
+    class StatusApi(ListingApiServer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.versions: list[str] = []
+
+        async def patch_status_async(  # noqa: PLR0917
+            self, api_version: str, kind: str, ns: str, name: str, status: Any, rv: str
+        ) -> Any:
+            self.versions.append(f"{name}@{rv}")
+            return await super().patch_status_async(api_version, kind, ns, name, status, rv)
+
+    api = StatusApi()
+    rt = Runtime(OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    began = [playground("a", "qwen"), playground("gone", "qwen")]
+    for pg in began:
+        pg["metadata"]["resourceVersion"] = "5"
+    # while the pass ran, a's own reconcile wrote its status and "gone" was deleted
+    newer = playground("a", "qwen")
+    newer["metadata"]["resourceVersion"] = "9"
+    newer["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Ready"}]}
+    rt.indexes = indexes([model("qwen")], [newer], [])
+    outcome = _Outcome()
+    outcome.ok([(NS, "a"), (NS, "gone")], "HTTPRoute")
+    asyncio.run(_write_conditions(rt, IntegrationState(), began, outcome))
+    assert api.versions == ["a@9"]  # not a@5, which met a conflict; nothing for the deleted one
+    assert api.conditions == ["a: Available=True", "a: IntegrationsReady=True"]  # a's own kept
+
+
+def test_the_objects_of_different_workloads_are_applied_side_by_side_and_one_workloads_in_order() -> None:
+    class SlowApi(PoolsApiServer):
+        def __init__(self) -> None:
+            super().__init__([], v1=True)
+            self.in_flight = self.most = 0
+            self.order: dict[str, list[str]] = {}
+
+        async def apply_async(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            await asyncio.sleep(0.01)  # an answer takes a while
+            self.in_flight -= 1
+            owner = obj["metadata"]["ownerReferences"][0]["name"]
+            self.order.setdefault(owner, []).append(obj["kind"])
+            return await super().apply_async(obj, **kw)
+
+    api = SlowApi()
+    config = OperatorConfig.model_validate({"integrations": {"inferencePool": True}, "workers": 2})
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    pgs = [playground(name, "qwen") for name in ("a", "b", "c")]
+    _passes(rt, IntegrationState(), indexes([model("qwen")], pgs, []))
+    assert api.most == 2  # side by side, never more than the workers
+    rendered = [
+        o["kind"]
+        for o in _desired(
+            render_integrations(
+                [w for _, w in workloads_of(rt, indexes([model("qwen")], [pgs[0]], []), NS)[0]],
+                **config.integrations.render_options(),
+            ),
+            {(NS, "a"): pgs[0]},
+        )
+    ]
+    assert api.order == dict.fromkeys(("a", "b", "c"), rendered)  # each in the render's order
+    assert rendered.index("ServiceAccount") < rendered.index("Deployment")

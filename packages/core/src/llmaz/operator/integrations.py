@@ -446,6 +446,53 @@ def _endpoint_picker_missing(
     return None
 
 
+async def _apply_one(
+    rt: Runtime, state: IntegrationState, obj: dict[str, Any], current: Any, outcome: _Outcome
+) -> bool:
+    """Apply ``obj`` if it differs from ``current`` (the live object, or ``None``); whether it is in
+    place. A problem is recorded in ``outcome`` for its owners; an error that may pass is raised."""
+    key = ObjectKey.of(obj)
+    owners = _owners(obj)
+    if (key.api_version, key.kind) in state.missing:
+        outcome.fail(owners, _missing(state, key.api_version, key.kind))
+        return False
+    why = held_by_another(current, controller_ref(obj)) if current is not None else None
+    if why is not None:
+        outcome.fail(owners, _name_conflict(key, why))
+        return False
+    if current is not None and contains(current, obj):
+        return True
+    try:
+        if current is None and (key.api_version, key.kind) in LIST_SELECTORS:
+            # not listed, yet maybe someone else's: created, applied only if ours after all
+            await rt.kube.create_or_apply_async(
+                obj, exists=False, held=functools.partial(held_by_another, owner=controller_ref(obj))
+            )
+        else:
+            await rt.kube.apply_async(obj)
+    except NameTaken as err:  # not listed (a kind listed by label), found by the create
+        outcome.fail(owners, _name_conflict(key, err.why))
+        return False
+    except KubeError as err:
+        if err.status == 404:
+            state.missing.add((key.api_version, key.kind))  # CRD removed since the list
+            outcome.fail(owners, _missing(state, key.api_version, key.kind))
+            return False
+        if err.status not in REFUSED:
+            raise
+        log.warning("the API server refused %s %s/%s: %s", key.kind, key.namespace, key.name, err.message)
+        outcome.fail(
+            owners,
+            IntegrationProblem(
+                REASON_REJECTED,
+                f"the API server refused {key.kind} {key.namespace}/{key.name}: {err.message}",
+            ),
+        )
+        return False
+    log.info("applied %s %s/%s", key.kind, key.namespace, key.name)
+    return True
+
+
 async def _apply_all(
     rt: Runtime,
     state: IntegrationState,
@@ -453,58 +500,42 @@ async def _apply_all(
     desired: list[dict[str, Any]],
     live: dict[ObjectKey, Any],
 ) -> _Outcome:
-    """Apply what differs; record per workload which kinds are in place and what went wrong."""
+    """Apply what differs; record per workload which kinds are in place and what went wrong.
+
+    The objects of different owners are applied side by side (at most ``workers`` at once), those
+    of one owner in order (a picker's ServiceAccount before its Deployment): one after the other,
+    100 Playgrounds' 800 objects took 32 s (the benchmark with integrations on)."""
     outcome = _Outcome()
     routed: list[WorkloadKey] = []
     pools: list[dict[str, Any]] = []
     pickers: dict[tuple[WorkloadKey, ...], ObjectKey] = {}
+    slots = asyncio.Semaphore(max(1, rt.config.workers))
+    groups: dict[tuple[WorkloadKey, ...], list[dict[str, Any]]] = {}
     for obj in desired:
-        key = ObjectKey.of(obj)
-        owners = _owners(obj)
-        if (key.api_version, key.kind) in state.missing:
-            outcome.fail(owners, _missing(state, key.api_version, key.kind))
-            continue
-        current = live.get(key)
-        why = held_by_another(current, controller_ref(obj)) if current is not None else None
-        if why is not None:
-            outcome.fail(owners, _name_conflict(key, why))
-            continue
-        if current is None or not contains(current, obj):
-            try:
-                if current is None and (key.api_version, key.kind) in LIST_SELECTORS:
-                    # not listed, yet maybe someone else's: created, applied only if ours after all
-                    await rt.kube.create_or_apply_async(
-                        obj, exists=False, held=functools.partial(held_by_another, owner=controller_ref(obj))
-                    )
-                else:
-                    await rt.kube.apply_async(obj)
-            except NameTaken as err:  # not listed (a kind listed by label), found by the create
-                outcome.fail(owners, _name_conflict(key, err.why))
-                continue
-            except KubeError as err:
-                if err.status == 404:
-                    state.missing.add((key.api_version, key.kind))  # CRD removed since the list
-                    outcome.fail(owners, _missing(state, key.api_version, key.kind))
+        groups.setdefault(tuple(_owners(obj)), []).append(obj)
+
+    async def apply_group(objs: list[dict[str, Any]]) -> None:
+        async with slots:
+            for obj in objs:
+                key = ObjectKey.of(obj)
+                if not await _apply_one(rt, state, obj, live.get(key), outcome):
                     continue
-                if err.status not in REFUSED:
-                    raise
-                log.warning("the API server refused %s %s/%s: %s", key.kind, namespace, key.name, err.message)
-                outcome.fail(
-                    owners,
-                    IntegrationProblem(
-                        REASON_REJECTED,
-                        f"the API server refused {key.kind} {namespace}/{key.name}: {err.message}",
-                    ),
-                )
-                continue
-            log.info("applied %s %s/%s", key.kind, namespace, key.name)
-        outcome.ok(owners, key.kind)
-        if key.kind in ROUTE_KINDS:
-            routed += owners
-        if (key.api_version, key.kind) == POOL_KIND:
-            pools.append(obj)
-        elif (key.api_version, key.kind) == PICKER_DEPLOYMENT:
-            pickers[tuple(owners)] = key
+                owners = _owners(obj)
+                outcome.ok(owners, key.kind)
+                if key.kind in ROUTE_KINDS:
+                    routed.extend(owners)
+                if (key.api_version, key.kind) == POOL_KIND:
+                    pools.append(obj)
+                elif (key.api_version, key.kind) == PICKER_DEPLOYMENT:
+                    pickers[tuple(owners)] = key
+
+    failed = [
+        r
+        for r in await asyncio.gather(*(apply_group(g) for g in groups.values()), return_exceptions=True)
+        if isinstance(r, BaseException)
+    ]
+    if failed:
+        raise failed[0]  # the pass is retried (every group ran to its end or its error)
     for pool in pools:
         deployed = pickers.get(tuple(_owners(pool)))
         if deployed is not None:  # ours: ready once a replica is available
@@ -520,11 +551,33 @@ async def _apply_all(
     return outcome
 
 
+def _latest(rt: Runtime, snap: Snapshot) -> Snapshot | None:
+    """``snap``'s workload as the watch shows it now (``snap`` itself without indexes; ``None``
+    when it is gone or another object holds its name now)."""
+    idx = rt.indexes
+    if idx is None:
+        return snap
+    meta = snap.get("metadata") or {}
+    find = idx.playground if snap.get("kind") == "Playground" else idx.service
+    now = find(str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+    if now is None or uid_of(now) != uid_of(snap):
+        return None
+    return now
+
+
 async def _write_conditions(
     rt: Runtime, state: IntegrationState, snaps: list[Snapshot], outcome: _Outcome
 ) -> None:
-    """Patch each workload's ``IntegrationsReady`` where it differs from what this pass found."""
-    for snap in snaps:
+    """Patch each workload's ``IntegrationsReady`` where it differs from what this pass found.
+
+    Each is compared with and written over the workload as the watch shows it now, not as the pass
+    began: a pass takes seconds (lists, applies) in which the workloads' own reconciles write their
+    status, and a write on the older resourceVersion only met a conflict (HTTP 409; 57 for 100
+    Playgrounds created together, in the benchmark with integrations on)."""
+    for listed in snaps:
+        snap = _latest(rt, listed)
+        if snap is None:
+            continue  # deleted meanwhile
         meta = snap.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name")))
         uid = uid_of(snap)
