@@ -617,3 +617,33 @@ def test_the_objects_of_different_workloads_are_applied_side_by_side_and_one_wor
     ]
     assert api.order == dict.fromkeys(("a", "b", "c"), rendered)  # each in the render's order
     assert rendered.index("ServiceAccount") < rendered.index("Deployment")
+
+
+def test_the_next_pass_waits_at_least_as_long_as_the_last_one_took(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmaz.operator import integrations
+
+    clock = [100.0]
+    took = iter([3.0, 9.0, 0.05, 0.0])  # how long each pass takes, on a fake clock
+    waits: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        waits.append(seconds)
+        await real_sleep(0)
+
+    async def reconcile(rt: Runtime, state: IntegrationState, idx: Any, namespace: str) -> None:
+        clock[0] += next(took)
+        if len(waits) < 4:
+            state.dirty.add(namespace)  # events came meanwhile
+
+    monkeypatch.setattr(integrations.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(integrations.asyncio, "sleep", sleep)
+    monkeypatch.setattr(integrations, "reconcile_namespace", reconcile)
+    rt = Runtime(
+        OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, None), Metrics(), "t"
+    )
+    rt.indexes = indexes([], [], [])
+    state = IntegrationState(dirty={NS})
+    asyncio.run(integrations._drain(rt, state))
+    # the first after the coalescing window; then as long as the pass before, at most 5 s
+    assert waits == [0.2, 3.0, 5.0, 0.2]

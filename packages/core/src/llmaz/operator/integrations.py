@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -86,6 +87,8 @@ log = logging.getLogger("llmaz.operator.integrations")
 
 COALESCE_SECONDS = 0.2
 """Events arriving within this window are handled by one namespace reconcile."""
+MAX_PAUSE_SECONDS = 5.0
+"""Longest wait between two passes (see :func:`_drain`)."""
 FIRST_RECHECK_SECONDS = 30.0
 """First delay before a namespace with an integration problem is passed over again (doubling up to
 ``resyncSeconds``)."""
@@ -728,17 +731,25 @@ def _schedule_recheck(rt: Runtime, state: IntegrationState, namespace: str, *, p
 
 
 async def _drain(rt: Runtime, state: IntegrationState) -> None:
+    """Pass over the dirty namespaces one at a time until none is left. Before each pass, wait for
+    the events of the next :data:`COALESCE_SECONDS`, and at least as long as the last pass took (at
+    most :data:`MAX_PAUSE_SECONDS`): a pass lists every integration kind of its namespace, so while
+    events keep coming (100 endpoint pickers becoming available over 20 s) back-to-back passes of a
+    large namespace would keep a CPU busy; this way they take at most half of one."""
     failures = 0
+    took = 0.0
     while state.dirty:
-        await asyncio.sleep(COALESCE_SECONDS)
+        await asyncio.sleep(max(COALESCE_SECONDS, min(took, MAX_PAUSE_SECONDS)))
         namespace = sorted(state.dirty)[0]
         state.dirty.discard(namespace)
         idx = rt.indexes
         if idx is None:
             continue
+        started = time.monotonic()
         try:
             await reconcile_namespace(rt, state, idx, namespace)
         except (KubeError, OSError) as err:
+            took = time.monotonic() - started
             failures += 1
             delay = min(60.0, 2.0**failures)
             why = err.brief if isinstance(err, KubeError) else err
@@ -746,6 +757,7 @@ async def _drain(rt: Runtime, state: IntegrationState) -> None:
             state.dirty.add(namespace)
             await asyncio.sleep(delay)
         else:
+            took = time.monotonic() - started
             failures = 0
 
 
