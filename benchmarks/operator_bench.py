@@ -56,7 +56,7 @@ import yaml
 from llmaz.operator.rbac import RULES
 from llmaz_devkit.cluster import ControlPlane, NodePool, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
-from llmaz_devkit.schemas import INTEGRATION_CRDS
+from llmaz_devkit.schemas import INTEGRATION_CRDS, gateway
 
 ROOT = Path(__file__).resolve().parents[1]
 OP_NS, BULK_NS, SA_NS, SA = "bench-op", "bench-bulk", "llmaz-system", "llmaz-operator"
@@ -969,19 +969,7 @@ def install_integrations(cp: ControlPlane, api: Http) -> None:
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         api_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
         wait_for(lambda p=api_path: condition_true(api.get(p), "Established"), f"{name} Established", 120)
-    cp.apply(
-        [
-            {
-                "apiVersion": "gateway.networking.k8s.io/v1",
-                "kind": "Gateway",
-                "metadata": {"name": "llmaz-gateway", "namespace": OP_NS},
-                "spec": {
-                    "gatewayClassName": "bench",
-                    "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
-                },
-            }
-        ]
-    )
+    cp.apply([gateway(OP_NS, "bench")])
 
 
 def server_stats(cp: ControlPlane) -> Callable[[float, float], float]:

@@ -36,7 +36,7 @@ from llmaz.render.gateway import MAX_ROUTE_RULES
 from llmaz.render.inference_pool import RETIRED_KINDS
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS
 from llmaz_devkit.cluster import ControlPlane
-from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable
+from llmaz_devkit.schemas import INTEGRATION_CRDS, SchemaUnavailable, gateway
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +177,7 @@ def test_operator_keeps_one_route_per_namespace_and_removes_gateway_objects_when
         assert missing["observedGeneration"] == pgs["qwen"]["metadata"]["generation"]  # type: ignore[index]
         assert f"Gateway {namespace}/llmaz-gateway does not exist" in missing["message"]
         assert "create it, or set integrations.gatewayName" in missing["message"]
-        cp.apply([_gateway(namespace)])
+        cp.apply([gateway(namespace, "envoy-ai-gateway")])
         # the namespace is passed over again after min(30 s, resyncSeconds=10 s): the condition clears
         for name in ("qwen", "llama"):
             wait_until(
@@ -320,7 +320,7 @@ def test_inference_pools_replace_what_earlier_releases_wrote_and_the_routes_go_t
     cp.apply(_old_inference_objects(namespace, "theirs", {}))
     pg = playground("qwen", namespace, qwen)
     pg["metadata"]["annotations"] = {"llmaz.io/priority": "3", "llmaz.io/target-models": "qwen-lora=1"}
-    cp.apply([_gateway(namespace), model(qwen), pg])
+    cp.apply([gateway(namespace, "envoy-ai-gateway"), model(qwen), pg])
     pools = {"httpRoute": True, "inferencePool": True}
     # first with endpoint pickers brought by the user (endpointPickerImage empty)
     with _started(cp, tmp_path, ai_gateway=True, endpointPickerImage="", **pools) as op:
@@ -468,20 +468,6 @@ def _service(namespace: str, name: str, port: int) -> dict[str, Any]:
         "kind": "Service",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"selector": {"app": name}, "ports": [{"name": "grpc", "port": port}]},
-    }
-
-
-def _gateway(namespace: str) -> dict[str, Any]:
-    """A Gateway API Gateway named as the operator's default ``integrations.gatewayName`` (no
-    controller serves it here: only its existence is checked)."""
-    return {
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "Gateway",
-        "metadata": {"name": "llmaz-gateway", "namespace": namespace},
-        "spec": {
-            "gatewayClassName": "envoy-ai-gateway",
-            "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
-        },
     }
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from llmaz.errors import LlmazError
+from llmaz.operator.config import Integrations
 from llmaz.render.endpoint_picker import INFERENCE_EXTENSION_VERSION
 from llmaz_devkit.repo import chart_dependency_version, repo_root
 
@@ -38,6 +39,7 @@ __all__ = [
     "LWS_VERSIONS",
     "CrdSource",
     "SchemaUnavailable",
+    "gateway",
     "k8s_openapi_path",
     "lws_crd_path",
     "module_file",
@@ -205,6 +207,21 @@ def _crd_validator(api_version: str, kind: str) -> Any:
     schema = _strict(copy.deepcopy(version["schema"]["openAPIV3Schema"]))
     schema.setdefault("properties", {})["metadata"] = {"type": "object"}
     return jsonschema.Draft7Validator(schema)
+
+
+def gateway(namespace: str, class_name: str) -> dict[str, Any]:
+    """A Gateway API Gateway with one HTTP listener, named as the operator's default
+    ``integrations.gatewayName``. No gateway controller runs in tests or benchmarks: the operator
+    only checks that it exists."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "Gateway",
+        "metadata": {"name": Integrations().gateway_name, "namespace": namespace},
+        "spec": {
+            "gatewayClassName": class_name,
+            "listeners": [{"name": "http", "protocol": "HTTP", "port": 80}],
+        },
+    }
 
 
 def lws_crd_path() -> Path:
