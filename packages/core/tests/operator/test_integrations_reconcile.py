@@ -568,18 +568,21 @@ def test_the_condition_is_written_over_the_workload_as_the_watch_shows_it_at_wri
 
     api = StatusApi()
     rt = Runtime(OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
-    began = [playground("a", "qwen"), playground("gone", "qwen")]
+    began = [playground("a", "qwen"), playground("gone", "qwen"), playground("edited", "qwen")]
     for pg in began:
         pg["metadata"]["resourceVersion"] = "5"
-    # while the pass ran, a's own reconcile wrote its status and "gone" was deleted
+    # while the pass ran, a's own reconcile wrote its status, "gone" was deleted and "edited"'s spec
+    # changed (which queued another pass)
     newer = playground("a", "qwen")
     newer["metadata"]["resourceVersion"] = "9"
     newer["status"] = {"conditions": [{"type": "Available", "status": "True", "reason": "Ready"}]}
-    rt.indexes = indexes([model("qwen")], [newer], [])
+    edited = playground("edited", "qwen")
+    edited["metadata"].update(resourceVersion="8", generation=2)
+    rt.indexes = indexes([model("qwen")], [newer, edited], [])
     outcome = _Outcome()
-    outcome.ok([(NS, "a"), (NS, "gone")], "HTTPRoute")
+    outcome.ok([(NS, "a"), (NS, "gone"), (NS, "edited")], "HTTPRoute")
     asyncio.run(_write_conditions(rt, IntegrationState(), began, outcome))
-    assert api.versions == ["a@9"]  # not a@5, which met a conflict; nothing for the deleted one
+    assert api.versions == ["a@9"]  # not a@5, which met a conflict; nothing for the other two
     assert api.conditions == ["a: Available=True", "a: IntegrationsReady=True"]  # a's own kept
 
 

@@ -554,6 +554,10 @@ async def _apply_all(
     return outcome
 
 
+def _generation(snap: Snapshot) -> int:
+    return int((snap.get("metadata") or {}).get("generation") or 0)
+
+
 def _latest(rt: Runtime, snap: Snapshot) -> Snapshot | None:
     """``snap``'s workload as the watch shows it now (``snap`` itself without indexes; ``None``
     when it is gone or another object holds its name now)."""
@@ -576,18 +580,19 @@ async def _write_conditions(
     Each is compared with and written over the workload as the watch shows it now, not as the pass
     began: a pass takes seconds (lists, applies) in which the workloads' own reconciles write their
     status, and a write on the older resourceVersion only met a conflict (HTTP 409; 57 for 100
-    Playgrounds created together, in the benchmark with integrations on)."""
+    Playgrounds created together, in the benchmark with integrations on). One deleted meanwhile is
+    skipped, and so is one whose spec changed (the pass its change queued writes its condition)."""
     for listed in snaps:
         snap = _latest(rt, listed)
-        if snap is None:
-            continue  # deleted meanwhile
+        if snap is None or _generation(snap) != _generation(listed):
+            continue
         meta = snap.get("metadata") or {}
         key = (str(meta.get("namespace") or ""), str(meta.get("name")))
         uid = uid_of(snap)
         cond = integrations_condition(
             outcome.applied.get(key, set()),
             outcome.problems.get(key, set()),
-            int(meta.get("generation") or 0),
+            _generation(snap),
             snap.get("status"),
             rt.clock(),
         )
