@@ -88,6 +88,14 @@ def runtimes_n_renews(cp: ControlPlane) -> set[str]:
     return renews
 
 
+def status_follows(cp: ControlPlane, name: str) -> bool:
+    """Whether every condition of BackendRuntime ``name`` was written for its current generation."""
+    live = get(cp, f"backendruntimes.inference.llmaz.io/{name}") or {}
+    generation = (live.get("metadata") or {}).get("generation")
+    conditions = (live.get("status") or {}).get("conditions") or []
+    return bool(conditions) and all(c.get("observedGeneration") == generation for c in conditions)
+
+
 def materialize(release: str, dest: Path) -> Path:
     """The tree of ``release`` under ``dest`` (``git archive``: no worktree left behind)."""
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", release], capture_output=True, check=True).stdout
@@ -200,7 +208,8 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         check_rbac_enough(cp, old_op.user, since_line)
         # what N applies again on purpose: its plugins' BackendRuntimes that differ from N-1's
         # (a changed engine flag, a new image), nothing else
-        renewed = sorted(f"patch backendruntimes /{n}" for n in runtimes_n_renews(cp))
+        renewed_names = runtimes_n_renews(cp)
+        renewed = sorted(f"patch backendruntimes /{n}" for n in renewed_names)
         fig.add("plugin BackendRuntimes N renders differently", len(renewed))
 
         began = time.monotonic()
@@ -212,7 +221,10 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
         preheat = (get(cp, "crd/openmodels.llmaz.io") or {})["spec"]["versions"][0]["schema"]
         assert "preheat" in preheat["openAPIV3Schema"]["properties"]["status"]["properties"]
 
-        since, since_line = time.time(), audit_line_count(cp)
+        # audit stamps are whole seconds: N's first writes (its BackendRuntimes) can land in the
+        # second this is taken (seen once: every one of them left out, as if N wrote nothing);
+        # N-1 stopped before the helm upgrade, seconds earlier
+        since, since_line = time.time() - 1, audit_line_count(cp)
         with running_operator(cp, tmp_path / "op-n", RELEASE, kubeconfig=kubeconfig) as op:
             lead(op)
             fig.add("N leading, from the helm upgrade start", elapsed(began), " s")
@@ -237,6 +249,14 @@ def test_upgrade_from_the_previous_release_adopts_live_objects(
             fig.add("N requests until converged", requests)
             fig.add("N writes until converged", len(writes))
 
+            # a BackendRuntime N applied again has a new generation, which its status follows about
+            # a second later (debounced): with nothing else to do, N can be converged before that
+            wait_until(
+                lambda: all(status_follows(cp, name) for name in renewed_names),
+                "the status of the BackendRuntimes N applied again",
+                30,
+                op.log,
+            )
             window = time.time()
             time.sleep(QUIET_WINDOW)
             noise = object_writes(cp, op.user, window)
