@@ -55,8 +55,8 @@ IDX_PREHEAT_PODS = "llmaz_preheat_pods"
 """Preheat pods by model: their metadata and ``cause``, the loader's termination message (or
 ``None``)."""
 IDX_PICKERS = "llmaz_endpoint_pickers"
-"""Endpoint-picker Deployments the operator deployed, by ``(namespace, name)``: their available
-replicas only (read by nothing but the watch's relisting; see
+"""Endpoint-picker Deployments the operator deployed, by ``(namespace, name)``: their metadata
+only (read by nothing but the watch's relisting; see
 :func:`llmaz.operator.handlers.integrations.watched_kinds`)."""
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 """Set by the Job controller on the pods of a Job."""

@@ -86,14 +86,11 @@ def _picker_key(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _picker_kept(body: Mapping[str, Any]) -> Packed:
-    """What is kept of a picker Deployment: its name, uid and available replicas (for a deletion
-    found by relisting after a watch gap)."""
+    """What the index keeps of a picker Deployment: its name and uid, for a deletion found by
+    relisting after a watch gap (its availability is :attr:`IntegrationState.available`'s)."""
     meta = body.get("metadata") or {}
     return Packed(
-        {
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta},
-            "status": {"availableReplicas": ((body.get("status") or {}).get("availableReplicas") or 0)},
-        }
+        {"metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
     )
 
 
