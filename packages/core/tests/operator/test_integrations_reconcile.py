@@ -19,6 +19,7 @@ from llmaz.operator.integrations import (
     _schedule_recheck,
     mark,
     missing_crd,
+    picker_available,
     settled_quiet,
     workloads_of,
 )
@@ -457,7 +458,7 @@ def test_a_deployed_picker_without_an_available_replica_is_not_ready_and_says_wh
 ) -> None:
     ((_, w),), _ = workloads_of(rt, indexes([model("qwen")], [playground("a", "qwen")], []), NS)
     (pool,) = render_inference_pool(w)
-    just_created = _endpoint_picker_unready(None, pool)
+    just_created = _endpoint_picker_unready(picker_available(None), pool)
     assert just_created is not None
     assert just_created.reason == "EndpointPickerNotReady"
     assert just_created.message == (
@@ -466,12 +467,13 @@ def test_a_deployed_picker_without_an_available_replica_is_not_ready_and_says_wh
         "lasts, kubectl describe deployment -n llm a-epp says why"
     )
     crashing = {"status": {"replicas": 1, "unavailableReplicas": 1}}
-    assert _endpoint_picker_unready(crashing, pool) == just_created
+    assert not picker_available(crashing)
     (open_pool,) = render_inference_pool(w, fail_open=True)
-    opened = _endpoint_picker_unready(crashing, open_pool)
+    opened = _endpoint_picker_unready(False, open_pool)
     assert opened is not None
     assert "sends the model's requests to any pod of the pool" in opened.message
-    assert _endpoint_picker_unready({"status": {"availableReplicas": 1}}, pool) is None
+    assert picker_available({"status": {"availableReplicas": 1}})
+    assert _endpoint_picker_unready(True, pool) is None
 
 
 def test_a_pass_that_creates_the_picker_does_not_call_the_pool_ready() -> None:
@@ -650,3 +652,86 @@ def test_the_next_pass_waits_at_least_as_long_as_the_last_one_took(monkeypatch: 
     asyncio.run(integrations._drain(rt, state))
     # the first after the coalescing window; then as long as the pass before, at most 5 s
     assert waits == [0.2, 3.0, 5.0, 0.2]
+
+
+def test_a_picker_gaining_or_losing_its_replica_rewrites_its_workloads_condition_without_a_pass() -> None:
+    """What the endpoint pickers' watch does (:func:`picker_event`, as the watch calls it): at 500
+    Playgrounds each picker becoming available used to cost a pass over the namespace."""
+    from llmaz.operator.handlers.integrations import picker_event
+
+    api = PoolsApiServer([], v1=True)
+    config = OperatorConfig.model_validate({"integrations": {"inferencePool": True, "podMonitor": True}})
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    state = rt.integrations = IntegrationState()
+    rt.indexes = indexes([model("qwen")], [playground("a", "qwen"), playground("b", "qwen")], [])
+
+    async def settle() -> None:
+        for task in (state.runner, state.refresher):
+            if task is not None:
+                await task
+
+    async def scenario() -> None:
+        mark(rt, state, NS)
+        await settle()
+        assert sorted(api.conditions) == ["a: IntegrationsReady=False", "b: IntegrationsReady=False"]
+        assert NS in state.rechecks  # the pickers are not ready yet
+        passed = api.lists
+        api.conditions.clear()
+
+        picker_event(rt, "ADDED", _picker(0))  # made by the pass: already said
+        picker_event(rt, "MODIFIED", _picker(1))
+        await settle()
+        assert api.conditions == ["a: IntegrationsReady=True"]  # b's picker has no replica yet
+        assert NS in state.rechecks
+
+        picker_event(rt, "MODIFIED", _picker(1, "b-epp"))
+        await settle()
+        assert api.conditions[1:] == ["b: IntegrationsReady=True"]
+        assert NS not in state.rechecks  # nothing left to look at again
+
+        picker_event(rt, "MODIFIED", _picker(0))  # a lost its replica
+        await settle()
+        assert api.conditions[2:] == ["a: IntegrationsReady=False"]
+        (problem,) = state.outcomes[NS].problems[(NS, "a")]
+        assert problem.reason == "EndpointPickerNotReady"
+        assert NS in state.rechecks
+        assert api.lists == passed  # none of it listed anything
+        assert api.written.count("Deployment") == 2  # nor applied anything
+
+        picker_event(rt, "DELETED", _picker(0))  # to be made again: a pass
+        await settle()
+        assert api.lists > passed
+        assert api.written.count("Deployment") == 4  # the stand-in lists none: both applied again
+        for handle in state.rechecks.values():
+            handle.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_picker_change_while_its_namespace_waits_for_a_pass_is_left_to_that_pass() -> None:
+    from llmaz.operator.integrations import refresh_pickers
+
+    api = PoolsApiServer([], v1=True)
+    config = OperatorConfig.model_validate({"integrations": {"inferencePool": True}})
+    rt = Runtime(config, PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t")
+    state = IntegrationState()
+    rt.indexes = indexes([model("qwen")], [playground("a", "qwen")], [])
+
+    async def scenario() -> None:
+        # a picker no pass has deployed (yet): its namespace gets a pass
+        state.available[(NS, "a-epp")] = True
+        state.refresh.add((NS, "a-epp"))
+        await refresh_pickers(rt, state)
+        assert state.dirty == {NS}
+        assert api.conditions == []
+        # one the pass is about to read anyway: nothing is written before it
+        state.refresh.add((NS, "a-epp"))
+        await refresh_pickers(rt, state)
+        assert api.conditions == []
+        assert state.runner is not None
+        await state.runner
+        assert api.conditions == ["a: IntegrationsReady=True"]  # the pass read the watch's word
+        for handle in state.rechecks.values():
+            handle.cancel()
+
+    asyncio.run(scenario())

@@ -81,7 +81,7 @@ from llmaz.render.workload import (
     served_backend_name,
 )
 
-__all__ = ["IntegrationState", "reconcile_namespace", "workloads_of"]
+__all__ = ["IntegrationState", "queue_refresh", "reconcile_namespace", "refresh_pickers", "workloads_of"]
 
 log = logging.getLogger("llmaz.operator.integrations")
 
@@ -98,6 +98,11 @@ POOL_KIND = (INFERENCE_API_VERSION, "InferencePool")
 """A pool's endpoint picker is checked for ``IntegrationsReady``."""
 PICKER_DEPLOYMENT = ("apps/v1", "Deployment")
 """The one Deployment among the integration objects: an endpoint picker."""
+PASS = "Namespace"
+"""``kind`` of a namespace's integration pass in ``llmaz_reconciles_total`` (and its duration and
+errors)."""
+REFRESH = "EndpointPicker"
+"""``kind`` of a write of endpoint pickers' readiness (:func:`refresh_pickers`) in the same families."""
 REFUSED = frozenset({400, 403, 409, 422})
 """HTTP statuses of an apply the API server refused for the object itself (retrying cannot help)."""
 
@@ -129,6 +134,18 @@ class IntegrationState:
     available: dict[tuple[str, str], bool] = field(default_factory=dict)
     """Endpoint-picker Deployments ``(namespace, name)`` the operator deployed -> whether their watch
     last showed an available replica (see :meth:`picker_changed`)."""
+    picker_pools: dict[tuple[str, str], _PickerOf] = field(default_factory=dict)
+    """Endpoint-picker Deployments ``(namespace, name)`` the last pass of their namespace deployed ->
+    their pool and its workload: a picker's change of availability is then written to that one
+    workload's ``IntegrationsReady`` (:func:`refresh_pickers`) instead of passing over the namespace."""
+    outcomes: dict[str, _Outcome] = field(default_factory=dict)
+    """Namespace -> what its last pass found, per workload (kept current by :func:`refresh_pickers`)."""
+    refresh: set[tuple[str, str]] = field(default_factory=set)
+    """Endpoint-picker Deployments whose availability changed since it was last written."""
+    refresher: asyncio.Task[Any] | None = None
+    passing: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held by a namespace pass and a refresh: never both at once (each writes conditions from the
+    outcome the other may be replacing)."""
     quiet: set[str] = field(default_factory=set)
     """Namespaces left with nothing to do while every integration is switched off (see
     :func:`settled_quiet`): their passes are skipped until the next resync or an event that may
@@ -324,6 +341,8 @@ class _Outcome:
 
     applied: dict[WorkloadKey, set[str]] = field(default_factory=dict)
     problems: dict[WorkloadKey, set[IntegrationProblem]] = field(default_factory=dict)
+    pickers: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    """Endpoint-picker Deployments ``(namespace, name)`` in place -> the InferencePool they serve."""
 
     def ok(self, owners: list[WorkloadKey], kind: str) -> None:
         for owner in owners:
@@ -332,6 +351,21 @@ class _Outcome:
     def fail(self, owners: list[WorkloadKey], problem: IntegrationProblem) -> None:
         for owner in owners:
             self.problems.setdefault(owner, set()).add(problem)
+
+
+@dataclass(frozen=True)
+class _PickerOf:
+    """A deployed endpoint picker's pool, and its workload as the pass that rendered the pool saw it
+    (its identity and generation only: a refresh writes over the watch's copy of it)."""
+
+    workload: Snapshot
+    pool: dict[str, Any]
+
+    @classmethod
+    def of(cls, owner: Snapshot, pool: dict[str, Any]) -> _PickerOf:
+        meta = owner.get("metadata") or {}
+        kept = {k: meta[k] for k in ("name", "namespace", "uid", "generation") if k in meta}
+        return cls({"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind"), "metadata": kept}, pool)
 
 
 def _owners(obj: Mapping[str, Any]) -> list[WorkloadKey]:
@@ -410,12 +444,10 @@ def picker_available(deployment: Mapping[str, Any] | None) -> bool:
     return int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0) >= 1
 
 
-def _endpoint_picker_unready(
-    deployment: Mapping[str, Any] | None, pool: Mapping[str, Any]
-) -> IntegrationProblem | None:
+def _endpoint_picker_unready(available: bool, pool: Mapping[str, Any]) -> IntegrationProblem | None:
     """The problem of a pool whose endpoint picker, deployed by the operator, has no available
-    replica (``deployment``: the live Deployment, ``None`` when just created), if so."""
-    if picker_available(deployment):
+    replica (``available``: whether it has one), if so."""
+    if available:
         return None
     namespace, name, picker, ref = _pool_and_picker(pool)
     return IntegrationProblem(
@@ -541,8 +573,13 @@ async def _apply_all(
         raise failed[0]  # the pass is retried (every group ran to its end or its error)
     for pool in pools:
         deployed = pickers.get(tuple(_owners(pool)))
-        if deployed is not None:  # ours: ready once a replica is available
-            problem = _endpoint_picker_unready(live.get(deployed), pool)
+        if deployed is not None:  # ours: ready once a replica is available (as its watch last said)
+            picker = (deployed.namespace, deployed.name)
+            outcome.pickers[picker] = pool
+            available = state.available.get(picker)
+            if available is None:  # not watched, or not seen yet: as listed
+                available = picker_available(live.get(deployed))
+            problem = _endpoint_picker_unready(available, pool)
         else:  # the user's (or ours could not be applied): its Service must exist
             problem = await asyncio.to_thread(_endpoint_picker_missing, rt, state, pool)
         if problem is not None:
@@ -653,6 +690,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
             outcome.fail([(w.namespace, w.name)], IntegrationProblem(err.condition_reason, str(err)))
         await _write_conditions(rt, state, snaps, outcome)
         _schedule_recheck(rt, state, namespace, problems=True)
+        _keep(state, namespace, None, {})
         return
     owners = {(w.namespace, w.name): snap for snap, w in good}
     desired = _desired(result, owners)
@@ -668,6 +706,7 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         ]
     applied = await _apply_all(rt, state, namespace, desired, live)
     outcome.applied.update(applied.applied)
+    outcome.pickers.update(applied.pickers)
     for owner, found in applied.problems.items():
         outcome.problems.setdefault(owner, set()).update(found)
     for stale in stale_objects(observed, result):
@@ -677,9 +716,73 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         await rt.kube.delete_async(key, uid_of(live[key]))
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
     await _write_conditions(rt, state, snaps, outcome)
+    _keep(state, namespace, outcome, owners)
     _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))
     if settled_quiet(rt, state, snaps, observed, outcome):
         state.quiet.add(namespace)
+
+
+def _keep(
+    state: IntegrationState,
+    namespace: str,
+    outcome: _Outcome | None,
+    owners: Mapping[WorkloadKey, Snapshot],
+) -> None:
+    """Remember what a pass of ``namespace`` found, for :func:`refresh_pickers` (``None``: nothing
+    to refresh from; a picker's change then queues a pass)."""
+    for picker in [k for k in state.picker_pools if k[0] == namespace]:
+        del state.picker_pools[picker]
+    if outcome is None:
+        state.outcomes.pop(namespace, None)
+        return
+    state.outcomes[namespace] = outcome
+    for picker, pool in outcome.pickers.items():
+        (owner,) = _owners(pool)
+        state.picker_pools[picker] = _PickerOf.of(owners[owner], pool)
+
+
+async def refresh_pickers(rt: Runtime, state: IntegrationState) -> None:
+    """Write the ``IntegrationsReady`` of the workloads whose endpoint picker gained or lost its
+    available replica since (:attr:`IntegrationState.refresh`), from their namespace's last pass
+    with only the picker's readiness changed: no listing, no apply. With 500 Playgrounds in one
+    namespace, each picker becoming available cost a pass over all of them (listing ~4000
+    integration objects), 40 passes in all. A picker the last pass did not deploy, or whose
+    namespace has a pass queued, gets a pass instead."""
+    keys, state.refresh = state.refresh, set()
+    idx = rt.indexes
+    touched: dict[str, list[Snapshot]] = {}
+    for picker in sorted(keys):
+        namespace = picker[0]
+        kept = state.picker_pools.get(picker)
+        outcome = state.outcomes.get(namespace)
+        if namespace in state.dirty:
+            continue  # the queued pass reads it
+        if kept is None or outcome is None or idx is None:
+            mark(rt, state, namespace)
+            continue
+        (owner,) = _owners(kept.pool)
+        problems = {
+            p for p in outcome.problems.get(owner, set()) if p.reason != REASON_ENDPOINT_PICKER_NOT_READY
+        }
+        unready = _endpoint_picker_unready(state.available.get(picker, False), kept.pool)
+        if unready is not None:
+            problems.add(unready)
+        if problems:
+            outcome.problems[owner] = problems
+        else:
+            outcome.problems.pop(owner, None)
+        touched.setdefault(namespace, []).append(kept.workload)
+    for namespace, workloads in touched.items():
+        outcome = state.outcomes[namespace]
+        try:
+            with rt.metrics.reconciling(REFRESH):
+                await _write_conditions(rt, state, workloads, outcome)
+        except (KubeError, OSError) as err:
+            why = err.brief if isinstance(err, KubeError) else err
+            log.warning("pickers' readiness in namespace %s not written (a pass follows): %s", namespace, why)
+            mark(rt, state, namespace)
+            continue
+        _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))
 
 
 def settled_quiet(
@@ -752,7 +855,9 @@ async def _drain(rt: Runtime, state: IntegrationState) -> None:
             continue
         started = time.monotonic()
         try:
-            await reconcile_namespace(rt, state, idx, namespace)
+            async with state.passing:
+                with rt.metrics.reconciling(PASS):
+                    await reconcile_namespace(rt, state, idx, namespace)
         except (KubeError, OSError) as err:
             took = time.monotonic() - started
             failures += 1
@@ -764,6 +869,23 @@ async def _drain(rt: Runtime, state: IntegrationState) -> None:
         else:
             took = time.monotonic() - started
             failures = 0
+
+
+def queue_refresh(rt: Runtime, state: IntegrationState, picker: tuple[str, str]) -> None:
+    """Queue the write of an endpoint picker's readiness (:func:`refresh_pickers`); one background
+    task writes them, :data:`COALESCE_SECONDS` after the first, and never during a namespace pass."""
+    state.refresh.add(picker)
+    if state.refresher is None or state.refresher.done():
+        state.refresher = asyncio.ensure_future(_refresh_queued(rt, state))
+        rt.tasks.add(state.refresher)
+        state.refresher.add_done_callback(rt.tasks.discard)
+
+
+async def _refresh_queued(rt: Runtime, state: IntegrationState) -> None:
+    while state.refresh:
+        await asyncio.sleep(COALESCE_SECONDS)
+        async with state.passing:
+            await refresh_pickers(rt, state)
 
 
 async def resync(rt: Runtime, state: IntegrationState) -> None:

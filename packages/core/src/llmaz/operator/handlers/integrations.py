@@ -3,9 +3,10 @@ OpenModel queues a reconcile of the integration objects of the namespaces concer
 (:mod:`llmaz.operator.integrations`); start-up reconciles every namespace (so a setting switched
 off removes what it created) and a resync of its own repeats that every ``resyncSeconds``. A status
 update whose ``IntegrationsReady`` is not the one last computed (another writer put back an older
-copy) queues its namespace too, and so does an endpoint picker the operator deployed gaining or
-losing its available replica, or being deleted (its Deployments are watched, by label, while the
-operator deploys pickers: :func:`watched_kinds`).
+copy) queues its namespace too, and so does an endpoint picker the operator deployed being
+deleted; one gaining or losing its available replica has its workload's ``IntegrationsReady``
+written without a pass (its Deployments are watched, by label, while the operator deploys pickers:
+:func:`watched_kinds`).
 
 The events reach :func:`workload_event` and :func:`model_event` from the Playground, Service and
 OpenModel handlers (:mod:`llmaz.operator.watch`'s) rather than through a watch of their own."""
@@ -19,7 +20,7 @@ from typing import Any
 import kopf
 
 from llmaz.operator.handlers._common import MEMO_KEY, watched
-from llmaz.operator.integrations import IntegrationState, mark, resync
+from llmaz.operator.integrations import IntegrationState, mark, queue_refresh, resync
 from llmaz.operator.runtime import IDX_PICKERS, Packed, Runtime
 from llmaz.operator.watch import WatchedKind, keyed
 from llmaz.render.endpoint_picker import COMPONENT, LABEL_COMPONENT
@@ -67,13 +68,20 @@ def model_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> Non
 
 
 def picker_event(rt: Runtime, change: str | None, body: Mapping[str, Any]) -> None:
-    """An endpoint-picker Deployment's event: queue its namespace when its pool's readiness may
-    have changed (:meth:`IntegrationState.picker_changed`). Never raises."""
+    """An endpoint-picker Deployment's event, when its pool's readiness may have changed
+    (:meth:`IntegrationState.picker_changed`): a deleted one queues its namespace (to be made
+    again), one that gained or lost its available replica queues the write of its workload's
+    ``IntegrationsReady`` (:func:`~llmaz.operator.integrations.refresh_pickers`). Never raises."""
     meta = body.get("metadata") or {}
     try:
         kept = state(rt)
-        if kept.picker_changed(change, body):
-            mark(rt, kept, str(meta.get("namespace") or ""))
+        if not kept.picker_changed(change, body):
+            return
+        namespace = str(meta.get("namespace") or "")
+        if change == "DELETED":
+            mark(rt, kept, namespace)
+        else:
+            queue_refresh(rt, kept, (namespace, str(meta.get("name") or "")))
     except Exception:
         log.exception(
             "integrations: event of Deployment %s/%s not handled", meta.get("namespace"), meta.get("name")
