@@ -735,3 +735,43 @@ def test_a_picker_change_while_its_namespace_waits_for_a_pass_is_left_to_that_pa
             handle.cancel()
 
     asyncio.run(scenario())
+
+
+def test_a_pass_waits_for_the_childrens_creates_and_not_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The children serve, the routes only lead to them: a pass applying a namespace's integration
+    objects while the children are being created slows those down on the same API server."""
+    from llmaz.operator import integrations
+    from llmaz.operator.kube import ObjectKey
+    from llmaz.operator.runtime import Creating
+
+    rt = Runtime(
+        OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, None), Metrics(), "t"
+    )
+    rt.indexes = indexes([], [], [])
+    child = ObjectKey("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", NS, "a")
+    waited: list[float] = []
+    passes: list[int] = []  # the child creates still queued when a pass ran
+
+    async def sleep(seconds: float) -> None:
+        waited.append(seconds)
+        if len(waited) == 4:
+            rt.creates.pop(child)  # created after 3 polls
+
+    async def reconcile(rt: Runtime, state: IntegrationState, idx: Any, namespace: str) -> None:
+        passes.append(len(rt.creates))
+
+    monkeypatch.setattr(integrations.asyncio, "sleep", sleep)
+    monkeypatch.setattr(integrations, "reconcile_namespace", reconcile)
+    rt.creates[child] = Creating("digest")
+    asyncio.run(integrations._drain(rt, IntegrationState(dirty={NS})))
+    assert passes == [0]
+    assert waited == [0.2, 0.2, 0.2, 0.2]
+
+    # creates that never end (a stuck line, endless churn) hold the pass back 30 s at most
+    waited.clear()
+    passes.clear()
+    rt.creates[child] = Creating("digest")
+    rt.creates[ObjectKey("v1", "Service", NS, "b")] = Creating("digest")
+    asyncio.run(integrations._drain(rt, IntegrationState(dirty={NS})))
+    assert passes == [1]
+    assert sum(waited[1:]) == pytest.approx(integrations.MAX_DEFER_SECONDS)

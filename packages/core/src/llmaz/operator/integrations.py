@@ -89,6 +89,8 @@ COALESCE_SECONDS = 0.2
 """Events arriving within this window are handled by one namespace reconcile."""
 MAX_PAUSE_SECONDS = 5.0
 """Longest wait between two passes (see :func:`_drain`)."""
+MAX_DEFER_SECONDS = 30.0
+"""Longest a pass waits for the workloads' child creates to drain (see :func:`_drain`)."""
 FIRST_RECHECK_SECONDS = 30.0
 """First delay before a namespace with an integration problem is passed over again (doubling up to
 ``resyncSeconds``)."""
@@ -843,11 +845,21 @@ async def _drain(rt: Runtime, state: IntegrationState) -> None:
     the events of the next :data:`COALESCE_SECONDS`, and at least as long as the last pass took (at
     most :data:`MAX_PAUSE_SECONDS`): a pass lists every integration kind of its namespace, so while
     events keep coming (100 endpoint pickers becoming available over 20 s) back-to-back passes of a
-    large namespace would keep a CPU busy; this way they take at most half of one."""
+    large namespace would keep a CPU busy; this way they take at most half of one.
+
+    Then, while the workloads' children are being created, wait for that (at most
+    :data:`MAX_DEFER_SECONDS`): the pods serve before the routes to them matter, and a pass applying
+    thousands of integration objects meanwhile held back the children on the same API server (500
+    Playgrounds: every child after 1.57 times the bulk client's time, against 1.04 without the
+    integrations)."""
     failures = 0
     took = 0.0
     while state.dirty:
         await asyncio.sleep(max(COALESCE_SECONDS, min(took, MAX_PAUSE_SECONDS)))
+        polls = round(MAX_DEFER_SECONDS / COALESCE_SECONDS)
+        while rt.creates and polls > 0:
+            await asyncio.sleep(COALESCE_SECONDS)
+            polls -= 1
         namespace = sorted(state.dirty)[0]
         state.dirty.discard(namespace)
         idx = rt.indexes
