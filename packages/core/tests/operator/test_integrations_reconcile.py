@@ -767,7 +767,7 @@ def test_a_pass_waits_for_the_childrens_creates_and_not_forever(monkeypatch: pyt
     assert passes == [0]
     assert waited == [0.2, 0.2, 0.2, 0.2]
 
-    # creates that never end (a stuck line, endless churn) hold the pass back 30 s at most
+    # creates that never end (a stuck line, endless churn) hold the pass back two minutes at most
     waited.clear()
     passes.clear()
     rt.creates[child] = Creating("digest")

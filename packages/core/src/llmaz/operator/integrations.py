@@ -89,8 +89,10 @@ COALESCE_SECONDS = 0.2
 """Events arriving within this window are handled by one namespace reconcile."""
 MAX_PAUSE_SECONDS = 5.0
 """Longest wait between two passes (see :func:`_drain`)."""
-MAX_DEFER_SECONDS = 30.0
-"""Longest a pass waits for the workloads' child creates to drain (see :func:`_drain`)."""
+MAX_DEFER_SECONDS = 120.0
+"""Longest a pass waits for the workloads' child creates to drain (see :func:`_drain`). 30 s was
+too short for 1000 Playgrounds created at once: their children take ~35 s here, and the pass that
+began at 30 s held the rest back until 82 s."""
 FIRST_RECHECK_SECONDS = 30.0
 """First delay before a namespace with an integration problem is passed over again (doubling up to
 ``resyncSeconds``)."""
