@@ -646,15 +646,47 @@ def playground(i: int) -> dict[str, Any]:
 
 
 def bulk_copy(obj: dict[str, Any]) -> dict[str, Any]:
-    """The object as a plain client would write it into BULK_NS (no owners, no server fields)."""
+    """The object as a plain client would write it into BULK_NS (no owners, no server fields; what
+    named OP_NS, a RoleBinding's subject or a route's Gateway, names BULK_NS)."""
     meta = obj["metadata"]
     keep = {k: meta[k] for k in ("name", "labels", "annotations") if k in meta}
+    body = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata", "status")}
+    if "spec" in body:
+        body["spec"] = {k: v for k, v in body["spec"].items() if k not in ("clusterIP", "clusterIPs")}
+    moved = json.loads(json.dumps(body).replace(f'"{OP_NS}"', f'"{BULK_NS}"'))
     return {
         "apiVersion": obj["apiVersion"],
         "kind": obj["kind"],
         "metadata": {**keep, "namespace": BULK_NS},
-        "spec": {k: v for k, v in obj["spec"].items() if k not in ("clusterIP", "clusterIPs")},
+        **moved,
     }
+
+
+INTEGRATION_OBJECTS = [
+    ("v1", "serviceaccounts"),
+    ("rbac.authorization.k8s.io/v1", "roles"),
+    ("rbac.authorization.k8s.io/v1", "rolebindings"),
+    ("apps/v1", "deployments"),
+    ("v1", "services"),
+    ("inference.networking.k8s.io/v1", "inferencepools"),
+    ("gateway.networking.k8s.io/v1", "httproutes"),
+    ("monitoring.coreos.com/v1", "podmonitors"),
+]
+"""What ``--integrations`` has the operator write beside the children, in the order the bulk client
+writes it (a picker's ServiceAccount and Role before its Deployment, as the operator applies them)."""
+
+
+def integration_objects(api: Http) -> list[dict[str, Any]]:
+    """The integration objects the operator wrote in OP_NS, in :data:`INTEGRATION_OBJECTS` order (the
+    picker's objects found by the label every one of them carries)."""
+    out: list[dict[str, Any]] = []
+    for api_version, plural in INTEGRATION_OBJECTS:
+        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+        path = f"{base}/namespaces/{OP_NS}/{plural}"
+        if plural in ("serviceaccounts", "roles", "rolebindings", "deployments", "services"):
+            path += "?labelSelector=llmaz.io%2Fcomponent%3Dendpoint-picker"
+        out += list_items(api, path)
+    return out
 
 
 def create_all(
@@ -969,7 +1001,7 @@ def install_integrations(cp: ControlPlane, api: Http) -> None:
         name = yaml.safe_load(path.read_text())["metadata"]["name"]
         api_path = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}"
         wait_for(lambda p=api_path: condition_true(api.get(p), "Established"), f"{name} Established", 120)
-    cp.apply([gateway(OP_NS, "bench")])
+    cp.apply([gateway(ns, "bench") for ns in (OP_NS, BULK_NS)])
 
 
 def server_stats(cp: ControlPlane) -> Callable[[float, float], float]:
@@ -1151,6 +1183,8 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
             copies = [bulk_copy(o) for o in children]
             # interleave so each Playground's three children go out together, as the operator writes them
             copies.sort(key=lambda d: (d["metadata"]["name"].removesuffix("-lb"), d["kind"]))
+            if cfg.integrations:  # then what the integrations add, as the operator writes it after them
+                copies += [bulk_copy(o) for o in integration_objects(api)]
             result["lb_services"] = {"operator": lb_summary(lb_service_writes(cp, OP_NS))}
             result["cpu_while_children_s"] = {
                 "operator": round(stats.cpu_at(t_children) - stats.cpu_at(t0), 2),
