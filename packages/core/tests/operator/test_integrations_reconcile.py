@@ -775,3 +775,43 @@ def test_a_pass_waits_for_the_childrens_creates_and_not_forever(monkeypatch: pyt
     asyncio.run(integrations._drain(rt, IntegrationState(dirty={NS})))
     assert passes == [1]
     assert sum(waited[1:]) == pytest.approx(integrations.MAX_DEFER_SECONDS)
+
+
+def test_a_pass_lists_page_by_page_and_keeps_neither_managed_fields_nor_status_it_does_not_read() -> None:
+    from llmaz.operator.integrations import LIST_PAGE, _list
+
+    class PagingApi:
+        """Stand-in for an API server answering lists ``limit`` objects at a time."""
+
+        def __init__(self, kind: str, count: int) -> None:
+            self.kind = kind
+            self.objects = [
+                {
+                    "metadata": {"name": f"o{i}", "namespace": NS, "managedFields": [{"manager": "x"}]},
+                    "spec": {"i": i},
+                    "status": {"availableReplicas": 1},
+                }
+                for i in range(count)
+            ]
+            self.queries: list[dict[str, str]] = []
+
+        def request(self, method: str, path: str, *, query: dict[str, str], **_: Any) -> dict[str, Any]:
+            self.queries.append(dict(query))
+            start = int(query.get("continue", "0"))
+            end = start + int(query["limit"])
+            more = {"continue": str(end)} if end < len(self.objects) else {}
+            return {"metadata": more, "items": [dict(o) for o in self.objects[start:end]]}
+
+    for api_version, kind in (("monitoring.coreos.com/v1", "PodMonitor"), ("apps/v1", "Deployment")):
+        api = PagingApi(kind, 2 * LIST_PAGE + 1)
+        rt = Runtime(
+            OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t"
+        )
+        items = _list(rt, IntegrationState(), api_version, kind, NS)
+        assert [o["spec"]["i"] for o in items] == list(range(2 * LIST_PAGE + 1))  # every page
+        assert len(api.queries) == 3
+        assert all(q["limit"] == str(LIST_PAGE) for q in api.queries)
+        assert all("managedFields" not in o["metadata"] for o in items)
+        assert all(o["kind"] == kind and o["apiVersion"] == api_version for o in items)
+        # the pickers' availability is read from their status; nothing else's status is
+        assert all(("status" in o) == (kind == "Deployment") for o in items)

@@ -107,6 +107,11 @@ PASS = "Namespace"
 errors)."""
 REFRESH = "EndpointPicker"
 """``kind`` of a write of endpoint pickers' readiness (:func:`refresh_pickers`) in the same families."""
+LIST_PAGE = 250
+"""Objects per list request of a pass. A pass keeps what it lists without ``managedFields`` (and
+without ``status``, but for the pickers' Deployments): nothing it compares reads them. Listed whole,
+one kind at 1000 Playgrounds was decoded at once, managed fields and all, and Python's allocator kept
+the memory the pass's peak had spread over."""
 REFUSED = frozenset({400, 403, 409, 422})
 """HTTP statuses of an apply the API server refused for the object itself (retrying cannot help)."""
 
@@ -277,21 +282,31 @@ def _list(
     CRD is not installed (warned about by :func:`_missing` once an object of it is wanted)."""
     if (api_version, kind) in state.missing:
         return []
+    query = {"limit": str(LIST_PAGE)}
     selector = LIST_SELECTORS.get((api_version, kind))
-    query = {"labelSelector": selector} if selector is not None else None
-    try:
-        answer = rt.kube.request("GET", resource_path(api_version, kind, namespace), query=query)
-    except KubeError as err:
-        if err.status != 404:
-            raise
-        state.missing.add((api_version, kind))
-        return []
+    if selector is not None:
+        query["labelSelector"] = selector
+    keep_status = (api_version, kind) == PICKER_DEPLOYMENT
     items: list[Snapshot] = []
-    for item in (answer or {}).get("items") or []:
-        item.setdefault("apiVersion", api_version)
-        item.setdefault("kind", kind)
-        items.append(item)
-    return items
+    while True:
+        try:
+            answer = rt.kube.request("GET", resource_path(api_version, kind, namespace), query=query) or {}
+        except KubeError as err:
+            if err.status != 404:
+                raise
+            state.missing.add((api_version, kind))
+            return []
+        for item in answer.get("items") or []:
+            item.setdefault("apiVersion", api_version)
+            item.setdefault("kind", kind)
+            (item.get("metadata") or {}).pop("managedFields", None)
+            if not keep_status:
+                item.pop("status", None)
+            items.append(item)
+        more = (answer.get("metadata") or {}).get("continue")
+        if not more:
+            return items
+        query["continue"] = more
 
 
 def _shared_reference(owner: Snapshot) -> dict[str, Any]:
