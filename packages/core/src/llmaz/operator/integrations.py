@@ -8,7 +8,9 @@ owner reference to it; the shared ``AIGatewayRoute`` carries a non-controller ow
 every workload with a rule in it, so the garbage collector removes it with the last one.
 
 Reconciles run per namespace, coalesced: events of workloads and OpenModels mark a namespace dirty
-and one task drains the dirty set. A kind whose CRD is not installed is skipped (one warning per
+and one task drains the dirty set, after the workloads' children are created. An endpoint picker
+gaining or losing its available replica only rewrites its workload's condition from the
+namespace's last pass (:func:`refresh_pickers`). A kind whose CRD is not installed is skipped (one warning per
 process, re-checked at each resync). A workload whose annotations are invalid is left out and gets a
 Warning Event (once per distinct message); nothing is written when nothing changed.
 
