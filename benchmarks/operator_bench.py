@@ -40,6 +40,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -53,7 +54,9 @@ from typing import Any
 import urllib3
 import yaml
 
+from llmaz.operator.kube import resource_path
 from llmaz.operator.rbac import RULES
+from llmaz.render.endpoint_picker import COMPONENT, LABEL_COMPONENT
 from llmaz_devkit.cluster import ControlPlane, NodePool, free_port
 from llmaz_devkit.demo import llmaz_crd_documents
 from llmaz_devkit.schemas import INTEGRATION_CRDS, gateway
@@ -663,29 +666,27 @@ def bulk_copy(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 INTEGRATION_OBJECTS = [
-    ("v1", "serviceaccounts"),
-    ("rbac.authorization.k8s.io/v1", "roles"),
-    ("rbac.authorization.k8s.io/v1", "rolebindings"),
-    ("apps/v1", "deployments"),
-    ("v1", "services"),
-    ("inference.networking.k8s.io/v1", "inferencepools"),
-    ("gateway.networking.k8s.io/v1", "httproutes"),
-    ("monitoring.coreos.com/v1", "podmonitors"),
+    ("v1", "ServiceAccount", True),
+    ("rbac.authorization.k8s.io/v1", "Role", True),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding", True),
+    ("apps/v1", "Deployment", True),
+    ("v1", "Service", True),
+    ("inference.networking.k8s.io/v1", "InferencePool", False),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute", False),
+    ("monitoring.coreos.com/v1", "PodMonitor", False),
 ]
 """What ``--integrations`` has the operator write beside the children, in the order the bulk client
-writes it (a picker's ServiceAccount and Role before its Deployment, as the operator applies them)."""
+writes it (a picker's ServiceAccount and Role before its Deployment, as the operator applies them),
+and whether it is one of an endpoint picker's objects (listed by the label they all carry)."""
 
 
 def integration_objects(api: Http) -> list[dict[str, Any]]:
-    """The integration objects the operator wrote in OP_NS, in :data:`INTEGRATION_OBJECTS` order (the
-    picker's objects found by the label every one of them carries)."""
+    """The integration objects the operator wrote in OP_NS, in :data:`INTEGRATION_OBJECTS` order."""
+    picker = urllib.parse.urlencode({"labelSelector": f"{LABEL_COMPONENT}={COMPONENT}"})
     out: list[dict[str, Any]] = []
-    for api_version, plural in INTEGRATION_OBJECTS:
-        base = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        path = f"{base}/namespaces/{OP_NS}/{plural}"
-        if plural in ("serviceaccounts", "roles", "rolebindings", "deployments", "services"):
-            path += "?labelSelector=llmaz.io%2Fcomponent%3Dendpoint-picker"
-        out += list_items(api, path)
+    for api_version, kind, of_picker in INTEGRATION_OBJECTS:
+        path = resource_path(api_version, kind, OP_NS)
+        out += list_items(api, f"{path}?{picker}" if of_picker else path)
     return out
 
 
