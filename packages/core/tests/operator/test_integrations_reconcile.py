@@ -23,7 +23,7 @@ from llmaz.operator.integrations import (
     settled_quiet,
     workloads_of,
 )
-from llmaz.operator.kube import KubeError
+from llmaz.operator.kube import KubeError, ObjectKey
 from llmaz.operator.metrics import Metrics
 from llmaz.operator.runtime import (
     IDX_MODELS,
@@ -741,7 +741,6 @@ def test_a_pass_waits_for_the_childrens_creates_and_not_forever(monkeypatch: pyt
     """The children serve, the routes only lead to them: a pass applying a namespace's integration
     objects while the children are being created slows those down on the same API server."""
     from llmaz.operator import integrations
-    from llmaz.operator.kube import ObjectKey
     from llmaz.operator.runtime import Creating
 
     rt = Runtime(
@@ -777,17 +776,23 @@ def test_a_pass_waits_for_the_childrens_creates_and_not_forever(monkeypatch: pyt
     assert sum(waited[1:]) == pytest.approx(integrations.MAX_DEFER_SECONDS)
 
 
-def test_a_pass_lists_page_by_page_and_keeps_neither_managed_fields_nor_status_it_does_not_read() -> None:
-    from llmaz.operator.integrations import LIST_PAGE, _list
+def test_a_pass_lists_page_by_page_and_keeps_only_its_verdict_on_each_object() -> None:
+    from llmaz.operator.integrations import LIST_PAGE, _list, _Live
+
+    ours = {"app.kubernetes.io/managed-by": "llmaz"}
 
     class PagingApi:
         """Stand-in for an API server answering lists ``limit`` objects at a time."""
 
-        def __init__(self, kind: str, count: int) -> None:
-            self.kind = kind
+        def __init__(self, count: int) -> None:
             self.objects = [
                 {
-                    "metadata": {"name": f"o{i}", "namespace": NS, "managedFields": [{"manager": "x"}]},
+                    "metadata": {
+                        "name": f"o{i}",
+                        "namespace": NS,
+                        "labels": dict(ours) if i != 2 else {"team": "a"},
+                        "managedFields": [{"manager": "x"}],
+                    },
                     "spec": {"i": i},
                     "status": {"availableReplicas": 1},
                 }
@@ -803,15 +808,36 @@ def test_a_pass_lists_page_by_page_and_keeps_neither_managed_fields_nor_status_i
             return {"metadata": more, "items": [dict(o) for o in self.objects[start:end]]}
 
     for api_version, kind in (("monitoring.coreos.com/v1", "PodMonitor"), ("apps/v1", "Deployment")):
-        api = PagingApi(kind, 2 * LIST_PAGE + 1)
+        api = PagingApi(2 * LIST_PAGE + 1)
         rt = Runtime(
             OperatorConfig(), PluginManager.from_environment(environ={}), cast(Any, api), Metrics(), "t"
         )
-        items = _list(rt, IntegrationState(), api_version, kind, NS)
-        assert [o["spec"]["i"] for o in items] == list(range(2 * LIST_PAGE + 1))  # every page
-        assert len(api.queries) == 3
+
+        def want(i: int, spec_i: int, *, api_version: str = api_version, kind: str = kind) -> dict[str, Any]:
+            meta = {"name": f"o{i}", "namespace": NS, "labels": ours}
+            return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": {"i": spec_i}}
+
+        wanted = {ObjectKey.of(o): o for o in (want(0, 0), want(1, -1), want(2, 2))}
+        unwanted: list[dict[str, Any]] = []
+        found = _list(rt, IntegrationState(), api_version, kind, NS, wanted=wanted, unwanted=unwanted)
+        assert len(api.queries) == 3  # every page
         assert all(q["limit"] == str(LIST_PAGE) for q in api.queries)
-        assert all("managedFields" not in o["metadata"] for o in items)
-        assert all(o["kind"] == kind and o["apiVersion"] == api_version for o in items)
-        # the pickers' availability is read from their status; nothing else's status is
-        assert all(("status" in o) == (kind == "Deployment") for o in items)
+        assert len(found) == 2 * LIST_PAGE + 1
+        assert all(isinstance(v, _Live) for v in found.values())  # not the listed objects
+        picker = kind == "Deployment"
+
+        assert {(k.api_version, k.kind, k.namespace) for k in found} == {(api_version, kind, NS)}
+        at = {k.name: v for k, v in found.items()}
+        assert at["o0"] == _Live("", held=None, in_place=True, available=picker)
+        # a field differs: to be applied
+        assert at["o1"] == _Live("", held=None, in_place=False, available=picker)
+        # same fields, but not made by llmaz: someone else's name
+        assert at["o2"].held == "was not made by llmaz for this object"
+        assert not at["o2"].in_place
+        # what is not wanted keeps only what stale_objects reads: its kind, name and labels
+        assert len(unwanted) == 2 * LIST_PAGE + 1 - 3
+        assert unwanted[0] == {
+            "apiVersion": api_version,
+            "kind": kind,
+            "metadata": {"name": "o3", "namespace": NS, "labels": ours},
+        }

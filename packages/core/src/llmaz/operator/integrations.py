@@ -110,8 +110,7 @@ errors)."""
 REFRESH = "EndpointPicker"
 """``kind`` of a write of endpoint pickers' readiness (:func:`refresh_pickers`) in the same families."""
 LIST_PAGE = 250
-"""Objects per list request of a pass. A pass keeps what it lists without ``managedFields`` (and
-without ``status``, but for the pickers' Deployments): nothing it compares reads them. Listed whole,
+"""Objects per list request of a pass (see :class:`_Live` for what it keeps of them). Listed whole,
 one kind at 1000 Playgrounds was decoded at once, managed fields and all, and Python's allocator kept
 the memory the pass's peak had spread over."""
 REFUSED = frozenset({400, 403, 409, 422})
@@ -276,20 +275,45 @@ def workloads_of(
 # ------------------------------------------------------------------------------ API calls
 
 
+@dataclass(frozen=True, slots=True)
+class _Live:
+    """What a pass needs of one listed object, judged when it is listed against the object the pass
+    wants under its name: the listed object itself is not kept. At 1000 Playgrounds with every
+    integration on, the listed objects (8000) were ~40 MB of dicts held until the pass ended, and
+    Python's allocator kept most of what that peak had spread over (steady RSS 170 MB)."""
+
+    uid: str
+    held: str | None = None
+    """Why another holds the name (:func:`held_by_another`), ``None`` when it is ours to apply."""
+    in_place: bool = False
+    """Whether it holds every field of the wanted object (nothing to apply)."""
+    available: bool = False
+    """An endpoint picker's Deployment with an available replica (:func:`picker_available`)."""
+
+
 def _list(
-    rt: Runtime, state: IntegrationState, api_version: str, kind: str, namespace: str
-) -> list[Snapshot]:
+    rt: Runtime,
+    state: IntegrationState,
+    api_version: str,
+    kind: str,
+    namespace: str,
+    *,
+    wanted: Mapping[ObjectKey, Mapping[str, Any]],
+    unwanted: list[dict[str, Any]],
+) -> dict[ObjectKey, _Live]:
     """The objects of one kind in ``namespace``, ours and others' (so a name someone else holds is
-    seen before an apply would take it over); ``[]`` (and the kind remembered as missing) when its
-    CRD is not installed (warned about by :func:`_missing` once an object of it is wanted)."""
+    seen before an apply would take it over), each judged against the object ``wanted`` under its
+    name; those not wanted are appended to ``unwanted`` as far as :func:`stale_objects` reads them.
+    Nothing (and the kind remembered as missing) when its CRD is not installed (warned about by
+    :func:`_missing` once an object of it is wanted). Read ``LIST_PAGE`` objects at a time."""
     if (api_version, kind) in state.missing:
-        return []
+        return {}
     query = {"limit": str(LIST_PAGE)}
     selector = LIST_SELECTORS.get((api_version, kind))
     if selector is not None:
         query["labelSelector"] = selector
-    keep_status = (api_version, kind) == PICKER_DEPLOYMENT
-    items: list[Snapshot] = []
+    picker = (api_version, kind) == PICKER_DEPLOYMENT
+    found: dict[ObjectKey, _Live] = {}
     while True:
         try:
             answer = rt.kube.request("GET", resource_path(api_version, kind, namespace), query=query) or {}
@@ -297,17 +321,34 @@ def _list(
             if err.status != 404:
                 raise
             state.missing.add((api_version, kind))
-            return []
+            return {}
         for item in answer.get("items") or []:
             item.setdefault("apiVersion", api_version)
             item.setdefault("kind", kind)
-            (item.get("metadata") or {}).pop("managedFields", None)
-            if not keep_status:
-                item.pop("status", None)
-            items.append(item)
+            key = ObjectKey.of(item)
+            meta = item.get("metadata") or {}
+            obj = wanted.get(key)
+            if obj is None:
+                labels = meta.get("labels") or {}
+                unwanted.append(
+                    {
+                        "apiVersion": api_version,
+                        "kind": kind,
+                        "metadata": {"name": key.name, "namespace": key.namespace, "labels": labels},
+                    }
+                )
+                found[key] = _Live(uid_of(item))
+                continue
+            held = held_by_another(item, controller_ref(obj))
+            found[key] = _Live(
+                uid_of(item),
+                held=held,
+                in_place=held is None and contains(item, obj),
+                available=picker and picker_available(item),
+            )
         more = (answer.get("metadata") or {}).get("continue")
         if not more:
-            return items
+            return found
         query["continue"] = more
 
 
@@ -460,6 +501,20 @@ def _pool_and_picker(pool: Mapping[str, Any]) -> tuple[str, str, str, Mapping[st
     return str(meta.get("namespace") or ""), str(meta.get("name")), str(ref.get("name")), ref
 
 
+def _pool_brief(pool: Mapping[str, Any]) -> dict[str, Any]:
+    """What a refresh reads of an InferencePool (its name, owner and ``endpointPickerRef``), kept
+    past its pass instead of the whole rendered pool."""
+    meta = pool.get("metadata") or {}
+    return {
+        "metadata": {
+            "name": meta.get("name"),
+            "namespace": meta.get("namespace"),
+            "ownerReferences": [{"name": r["name"]} for r in meta.get("ownerReferences") or []],
+        },
+        "spec": {"endpointPickerRef": dict((pool.get("spec") or {}).get("endpointPickerRef") or {})},
+    }
+
+
 def picker_available(deployment: Mapping[str, Any] | None) -> bool:
     """Whether an endpoint picker's Deployment has an available replica."""
     return int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0) >= 1
@@ -503,20 +558,20 @@ def _endpoint_picker_missing(
 
 
 async def _apply_one(
-    rt: Runtime, state: IntegrationState, obj: dict[str, Any], current: Any, outcome: _Outcome
+    rt: Runtime, state: IntegrationState, obj: dict[str, Any], current: _Live | None, outcome: _Outcome
 ) -> bool:
-    """Apply ``obj`` if it differs from ``current`` (the live object, or ``None``); whether it is in
-    place. A problem is recorded in ``outcome`` for its owners; an error that may pass is raised."""
+    """Apply ``obj`` unless ``current`` (what the list found under its name, or ``None``) holds it
+    already; whether it is in place. A problem is recorded in ``outcome`` for its owners; an error
+    that may pass is raised."""
     key = ObjectKey.of(obj)
     owners = _owners(obj)
     if (key.api_version, key.kind) in state.missing:
         outcome.fail(owners, _missing(state, key.api_version, key.kind))
         return False
-    why = held_by_another(current, controller_ref(obj)) if current is not None else None
-    if why is not None:
-        outcome.fail(owners, _name_conflict(key, why))
+    if current is not None and current.held is not None:
+        outcome.fail(owners, _name_conflict(key, current.held))
         return False
-    if current is not None and contains(current, obj):
+    if current is not None and current.in_place:
         return True
     try:
         if current is None and (key.api_version, key.kind) in LIST_SELECTORS:
@@ -554,7 +609,7 @@ async def _apply_all(
     state: IntegrationState,
     namespace: str,
     desired: list[dict[str, Any]],
-    live: dict[ObjectKey, Any],
+    live: Mapping[ObjectKey, _Live],
 ) -> _Outcome:
     """Apply what differs; record per workload which kinds are in place and what went wrong.
 
@@ -596,10 +651,11 @@ async def _apply_all(
         deployed = pickers.get(tuple(_owners(pool)))
         if deployed is not None:  # ours: ready once a replica is available (as its watch last said)
             picker = (deployed.namespace, deployed.name)
-            outcome.pickers[picker] = pool
+            outcome.pickers[picker] = _pool_brief(pool)
             available = state.available.get(picker)
             if available is None:  # not watched, or not seen yet: as listed
-                available = picker_available(live.get(deployed))
+                listed = live.get(deployed)
+                available = listed is not None and listed.available
             problem = _endpoint_picker_unready(available, pool)
         else:  # the user's (or ours could not be applied): its Service must exist
             problem = await asyncio.to_thread(_endpoint_picker_missing, rt, state, pool)
@@ -715,10 +771,15 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
         return
     owners = {(w.namespace, w.name): snap for snap, w in good}
     desired = _desired(result, owners)
-    observed: list[Snapshot] = []
+    wanted = {ObjectKey.of(o): o for o in desired}
+    live: dict[ObjectKey, _Live] = {}
+    unwanted: list[dict[str, Any]] = []
     for api_version, kind in OBSERVED_KINDS:
-        observed += await asyncio.to_thread(_list, rt, state, api_version, kind, namespace)
-    live = {ObjectKey.of(o): o for o in observed}
+        listed = await asyncio.to_thread(
+            _list, rt, state, api_version, kind, namespace, wanted=wanted, unwanted=unwanted
+        )
+        live.update(listed)
+    del wanted
     if POOL_KIND in state.missing:  # no pool can exist: a picker would only crash-loop without it
         desired = [
             o
@@ -730,16 +791,16 @@ async def reconcile_namespace(rt: Runtime, state: IntegrationState, idx: Indexes
     outcome.pickers.update(applied.pickers)
     for owner, found in applied.problems.items():
         outcome.problems.setdefault(owner, set()).update(found)
-    for stale in stale_objects(observed, result):
+    for stale in stale_objects(unwanted, result):
         key = ObjectKey(*stale)
         if (key.api_version, key.kind) in RETIRED_KINDS and POOL_KIND in state.missing:
             continue  # the v0.5 pool still serves while the v1 one cannot be made: kept until it can
-        await rt.kube.delete_async(key, uid_of(live[key]))
+        await rt.kube.delete_async(key, live[key].uid)
         log.info("deleted %s %s/%s (no longer wanted)", key.kind, namespace, key.name)
     await _write_conditions(rt, state, snaps, outcome)
     _keep(state, namespace, outcome, owners)
     _schedule_recheck(rt, state, namespace, problems=bool(outcome.problems))
-    if settled_quiet(rt, state, snaps, observed, outcome):
+    if settled_quiet(rt, state, snaps, bool(live), outcome):
         state.quiet.add(namespace)
 
 
@@ -807,11 +868,12 @@ async def refresh_pickers(rt: Runtime, state: IntegrationState) -> None:
 
 
 def settled_quiet(
-    rt: Runtime, state: IntegrationState, snaps: list[Snapshot], observed: list[Snapshot], outcome: _Outcome
+    rt: Runtime, state: IntegrationState, snaps: list[Snapshot], observed: bool, outcome: _Outcome
 ) -> bool:
     """Whether a namespace pass left nothing for the next one to do: every switch is off, no
-    integration object of any kind exists there, nothing went wrong and no workload carries (or
-    was last given) an ``IntegrationsReady`` condition."""
+    integration object of any kind exists there (``observed``: whether the pass listed any),
+    nothing went wrong and no workload carries (or was last given) an ``IntegrationsReady``
+    condition."""
     if rt.config.integrations.any_on or observed or outcome.problems or outcome.applied:
         return False
     return not any(state.conditions.get(uid_of(s)) is not None or state.may_need_pass(s) for s in snaps)
