@@ -458,3 +458,22 @@ def test_a_long_workload_name_gives_a_picker_name_a_service_may_have() -> None:
     assert endpoint_picker_name("qwen") == "qwen-epp"
     (pool, *_) = render_inference_pool(workload(long))
     assert pool["spec"]["endpointPickerRef"]["name"] == name
+
+
+def test_what_workloads_own_and_what_they_share_render_apart_and_add_up_to_the_whole() -> None:
+    names = [f"m{i:02d}" for i in range(MAX_ROUTE_RULES + 2)]
+    everything = render_integrations([workload(n) for n in names], gateway=GW, **ALL_ON)
+    first = render_integrations([workload(n) for n in names[:10]], gateway=GW, shared=False, **ALL_ON)
+    rest = render_integrations([workload(n) for n in names[10:]], gateway=GW, shared=False, **ALL_ON)
+    routes = render_integrations([workload(n) for n in names], gateway=GW, owned=False, **ALL_ON)
+    assert first.shared == rest.shared == ()
+    assert routes.owned == {}
+    assert {**first.owned, **rest.owned} == everything.owned
+    assert (routes.shared, routes.shared_owners) == (everything.shared, everything.shared_owners)
+    # the keys of the parts are what stale_objects compares with, as with the whole result
+    parts = first.keys() | rest.keys() | routes.keys()
+    assert parts == everything.keys()
+    assert stale_objects(everything.all_objects(), parts) == []
+    # without the second slice's keys, its workloads' objects (and only theirs) are stale
+    stale = stale_objects(everything.all_objects(), first.keys() | routes.keys())
+    assert set(stale) == rest.keys()

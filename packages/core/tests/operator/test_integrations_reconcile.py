@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, cast
 
+import orjson
 import pytest
 
 from llmaz.operator.config import Integrations, OperatorConfig
@@ -35,6 +36,7 @@ from llmaz.operator.runtime import (
     held_by_another,
 )
 from llmaz.plugins.manager import PluginManager
+from llmaz.render.gateway import AIGATEWAY_API_VERSION
 from llmaz.render.inference_pool import render_inference_pool
 from llmaz.render.integrations import KIND_SOURCES, OBSERVED_KINDS, render_integrations
 from llmaz.render.workload import ANNOTATION_DISABLE_INTEGRATIONS, INTEGRATIONS
@@ -143,6 +145,43 @@ def test_owned_objects_are_controlled_and_the_shared_route_is_owned_by_every_wor
             (ref,) = obj["metadata"]["ownerReferences"]
             assert ref["controller"] is True
             assert obj["metadata"]["name"] == f"{ref['name']}-lb"
+
+
+def test_a_pass_renders_slice_by_slice_exactly_what_one_render_of_the_namespace_gives(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from llmaz.operator import integrations
+
+    names = [f"m{i}" for i in range(5)]
+    idx = indexes([model(n) for n in names], [playground(n, n) for n in reversed(names)], [])
+    good, _ = workloads_of(rt, idx, NS)
+    on = Integrations(aiGateway=True, httpRoute=True, inferencePool=True, podMonitor=True)
+    config = rt.config.model_copy(update={"integrations": on})
+    sliced = Runtime(config, rt.plugins, cast(Any, None), Metrics(), "test")
+    monkeypatch.setattr(integrations, "RENDER_SLICE", 2)
+    rendered: list[list[str]] = []
+    whole = integrations.render_integrations
+
+    def counted(workloads: list[Any], **options: Any) -> Any:
+        rendered.append([w.name for w in workloads])
+        return whole(workloads, **options)
+
+    monkeypatch.setattr(integrations, "render_integrations", counted)
+    wanted = integrations._render(sliced, good)
+    # three slices for what each owns, then every workload once for the shared route
+    assert rendered == [["m0", "m1"], ["m2", "m3"], ["m4"], names]
+    owners = {(w.namespace, w.name): snap for snap, w in good}
+    expected = _desired(whole([w for _, w in good], **on.render_options()), owners)
+    assert {k: orjson.loads(v) for k, v in wanted.objects.items()} == {ObjectKey.of(o): o for o in expected}
+    # one workload's objects stay together in the order rendered (ServiceAccount before Deployment)
+    assert [k.kind for k in wanted.groups[((NS, "m0"),)]] == [
+        o["kind"]
+        for o in expected
+        if o["metadata"]["ownerReferences"][0]["name"] == "m0" and o["kind"] != "AIGatewayRoute"
+    ]
+    assert wanted.groups[tuple((NS, n) for n in names)] == [
+        ObjectKey(AIGATEWAY_API_VERSION, "AIGatewayRoute", NS, "llmaz-llmaz-gateway")
+    ]
 
 
 def test_only_spec_annotation_owner_or_deletion_changes_trigger_a_pass() -> None:
@@ -817,7 +856,7 @@ def test_a_pass_lists_page_by_page_and_keeps_only_its_verdict_on_each_object() -
             meta = {"name": f"o{i}", "namespace": NS, "labels": ours}
             return {"apiVersion": api_version, "kind": kind, "metadata": meta, "spec": {"i": spec_i}}
 
-        wanted = {ObjectKey.of(o): o for o in (want(0, 0), want(1, -1), want(2, 2))}
+        wanted = {ObjectKey.of(o): orjson.dumps(o) for o in (want(0, 0), want(1, -1), want(2, 2))}
         unwanted: list[dict[str, Any]] = []
         found = _list(rt, IntegrationState(), api_version, kind, NS, wanted=wanted, unwanted=unwanted)
         assert len(api.queries) == 3  # every page

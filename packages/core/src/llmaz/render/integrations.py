@@ -1,15 +1,17 @@
 """Every integration object for a set of workloads, switched on per kind and off per workload.
 
-:func:`render_integrations` is the one call the operator makes: it gets every served workload
+:func:`render_integrations` is the one render the operator uses: it gets served workloads
 (Playgrounds and inference Services) and the switches from ``OperatorConfig.integrations``, and
 returns the objects owned by one workload and the shared ``AIGatewayRoute`` objects (per Gateway
-and namespace, each owned by every workload that has a rule in it). A kind switched off renders
-nothing, so objects of :data:`MANAGED_KINDS` the operator finds but the result lacks are stale.
+and namespace, each owned by every workload that has a rule in it); the operator renders what a
+namespace's workloads own a slice of them at a time, and what they share once. A kind switched
+off renders nothing, so objects of :data:`MANAGED_KINDS` the operator finds but the result lacks
+are stale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +109,10 @@ class IntegrationObjects:
         out = [obj for key in sorted(self.owned) for obj in self.owned[key]]
         return out + list(self.shared)
 
+    def keys(self) -> set[ObjectKey]:
+        """Every object's :func:`object_key`."""
+        return {object_key(obj) for obj in self.all_objects()}
+
 
 def render_integrations(
     workloads: Iterable[Workload],
@@ -121,16 +127,22 @@ def render_integrations(
     pod_monitor: bool = False,
     monitor_labels: Mapping[str, str] | None = None,
     scrape_interval: str = "30s",
+    owned: bool = True,
+    shared: bool = True,
 ) -> IntegrationObjects:
     """Integration objects of ``workloads``, one kind per switch (all off by default); with
     ``inference_pool``, each pool's endpoint picker too unless ``endpoint_picker_image`` is ``None``.
+
+    ``owned=False`` leaves out the objects each workload owns, ``shared=False`` the shared
+    ``AIGatewayRoute`` objects: a namespace's workloads can then be rendered a slice at a time for
+    what they own, and all together once for what they share.
 
     :raises RenderError: a workload's annotations are invalid (the error names the workload,
         the annotation and the accepted values).
     """
     items = sorted(workloads, key=lambda w: (w.namespace, w.name))
-    owned: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
-    for w in items:
+    own: dict[tuple[str, str], tuple[dict[str, Any], ...]] = {}
+    for w in items if owned else ():
         objs: list[dict[str, Any]] = []
         if ai_gateway and w.enabled("ai-gateway"):
             objs.extend(render_ai_service_backend(w))
@@ -152,15 +164,15 @@ def render_integrations(
             monitor = render_pod_monitor(w, interval=scrape_interval, extra_labels=monitor_labels)
             if monitor is not None:
                 objs.append(monitor)
-        owned[(w.namespace, w.name)] = tuple(objs)
-    shared: list[dict[str, Any]] = []
+        own[(w.namespace, w.name)] = tuple(objs)
+    routes: list[dict[str, Any]] = []
     owners: list[tuple[str, ...]] = []
-    if ai_gateway:
+    if ai_gateway and shared:
         for namespace in sorted({w.namespace for w in items}):
             for route, members in render_ai_gateway_routes(gateway, namespace, items, pools=inference_pool):
-                shared.append(route)
+                routes.append(route)
                 owners.append(tuple(w.name for w in members))
-    return IntegrationObjects(owned=owned, shared=tuple(shared), shared_owners=tuple(owners))
+    return IntegrationObjects(owned=own, shared=tuple(routes), shared_owners=tuple(owners))
 
 
 ObjectKey = tuple[str, str, str, str]
@@ -177,13 +189,16 @@ def object_key(obj: Mapping[str, Any]) -> ObjectKey:
     )
 
 
-def stale_objects(observed: Iterable[Mapping[str, Any]], desired: IntegrationObjects) -> list[ObjectKey]:
+def stale_objects(
+    observed: Iterable[Mapping[str, Any]], desired: IntegrationObjects | Collection[ObjectKey]
+) -> list[ObjectKey]:
     """Objects the operator must delete: those of :data:`OBSERVED_KINDS` labelled as managed by
     llmaz that the latest :func:`render_integrations` no longer produces (a switch turned off, an
     annotation added, a workload gone, a kind retired), sorted. Objects not managed by llmaz are
-    never listed.
+    never listed. ``desired`` is that result, or the keys of every object it has
+    (:meth:`IntegrationObjects.keys`; of each part when a namespace was rendered in parts).
     """
-    wanted = {object_key(o) for o in desired.all_objects()}
+    wanted = desired.keys() if isinstance(desired, IntegrationObjects) else desired
     out = set()
     for obj in observed:
         labels = (obj.get("metadata") or {}).get("labels") or {}
