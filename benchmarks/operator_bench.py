@@ -54,6 +54,7 @@ from typing import Any
 import urllib3
 import yaml
 
+from llmaz.operator.integrations import PASS, REFRESH
 from llmaz.operator.kube import resource_path
 from llmaz.operator.rbac import RULES
 from llmaz.render.endpoint_picker import COMPONENT, LABEL_COMPONENT
@@ -1094,6 +1095,10 @@ def run_one(n: int, cfg: Settings, probe: SpeedProbe) -> dict[str, Any]:
                     {"integrations_ready_s": round(times["integrations"] - t0, 2)} if cfg.integrations else {}
                 ),
                 "reconciles_per_playground": per_playground(counted["reconciles"], n),
+                # whole numbers: a handful of namespace passes per run rounds to 0.0 per Playground
+                "reconciles_since_first_create": {
+                    k: int(v - counted0["reconciles"].get(k, 0.0)) for k, v in counted["reconciles"].items()
+                },
                 "reconciles_per_playground_until_children": per_playground(
                     counted_children["reconciles"], n, counted0["reconciles"]
                 ),
@@ -1329,6 +1334,13 @@ def table(results: list[dict[str, Any]]) -> str:
         (
             "every Playground IntegrationsReady (s; --integrations)",
             lambda r: r["operator"].get("integrations_ready_s", "-"),
+        ),
+        (
+            "  namespace passes / endpoint-picker refreshes since the first create (--integrations)",
+            lambda r: " / ".join(
+                str((r["operator"].get("reconciles_since_first_create") or {}).get(k, "-"))
+                for k in (PASS, REFRESH)
+            ),
         ),
         ("load average before the run (1 min)", lambda r: r.get("load_average_before")),
         (

@@ -167,10 +167,10 @@ def test_a_pass_renders_slice_by_slice_exactly_what_one_render_of_the_namespace_
         return whole(workloads, **options)
 
     monkeypatch.setattr(integrations, "render_integrations", counted)
-    wanted = integrations._render(sliced, good)
+    owners = {(w.namespace, w.name): snap for snap, w in good}
+    wanted = integrations._render(sliced, good, owners)
     # three slices for what each owns, then every workload once for the shared route
     assert rendered == [["m0", "m1"], ["m2", "m3"], ["m4"], names]
-    owners = {(w.namespace, w.name): snap for snap, w in good}
     expected = _desired(whole([w for _, w in good], **on.render_options()), owners)
     assert {k: orjson.loads(v) for k, v in wanted.objects.items()} == {ObjectKey.of(o): o for o in expected}
     # one workload's objects stay together in the order rendered (ServiceAccount before Deployment)
